@@ -24,8 +24,8 @@ inline float fp16_to_f32(uint16_t h) {
             } while ((m & 0x400u) == 0);
             bits = sign | uint32_t(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
         }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | mant << 13;
+    } else if (exp == 0x1f) {  // infinity, or NaN: payload kept, made quiet as F16C's vcvtph2ps does
+        bits = sign | 0x7f800000u | mant << 13 | (mant ? 0x400000u : 0u);
     } else {
         bits = sign | (exp + 127 - 15) << 23 | mant << 13;
     }
@@ -36,7 +36,7 @@ inline uint16_t f32_to_fp16(float f) {
     const uint32_t x = std::bit_cast<uint32_t>(f);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t abs = x & 0x7fffffffu;
-    if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+    if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u | (abs & 0x7fffffu) >> 13);  // NaN: quiet, payload top
     if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow (rounds to inf) or inf
     if (abs < 0x38800000u) {                                  // subnormal or zero in half
         if (abs < 0x33000000u) return uint16_t(sign);         // below half of the smallest subnormal
@@ -56,7 +56,9 @@ inline uint16_t f32_to_fp16(float f) {
     return uint16_t(sign | r);
 }
 
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+    return std::bit_cast<float>(uint32_t(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
     const uint32_t x = std::bit_cast<uint32_t>(f);

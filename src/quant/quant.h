@@ -29,8 +29,8 @@ std::vector<float> dequantize_tensor(dtype t, const void* src, int64_t n_rows, i
 
 // Quantizes n_rows rows of row_len floats into dst (n_rows * row_bytes(t, row_len) bytes) and returns the
 // bytes written. `importance` (nullable) holds row_len non-negative per-column weights, e.g. the mean
-// squared activation of each input channel; the fit then minimises sum(importance * x^2-weighted error)
-// instead of the default weighting.
+// squared activation of each input channel; the fits then minimise sum(importance[i] * error[i]^2) instead of
+// the plain squared error. Without it the plain squared error is minimised.
 size_t quantize_rows(dtype t, const float* src, void* dst, int64_t n_rows, int64_t row_len,
                      const float* importance = nullptr);
 size_t quantize_row(dtype t, const float* src, void* dst, int64_t n, const float* importance = nullptr);

@@ -12,8 +12,15 @@
 
 namespace memtile::quant_detail {
 
+// Round to nearest, ties to even. Adding and subtracting 1.5 * 2^23 leaves the float's integer part rounded
+// in the current (default: nearest-even) mode; it is exact for |v| < 2^22, so v is clamped to that range
+// first (every caller clamps the level to a far smaller range afterwards). Cheaper than std::nearbyint,
+// which is a library call on baseline x86-64 (no SSE4.1). NaN maps to level 0.
 inline int round_level(float v) {
-    return int(std::nearbyint(v));
+    if (!(v == v)) return 0;
+    constexpr float limit = 4194304.0f, magic = 12582912.0f;
+    v = v < -limit ? -limit : (v > limit ? limit : v);
+    return int((v + magic) - magic);
 }
 
 inline int clamp_level(int q, int lo, int hi) {
