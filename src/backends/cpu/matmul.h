@@ -1,0 +1,52 @@
+// CPU matrix multiplication against weights stored in any GGUF format: the one operation that streams the
+// weights, so the one that decides decode speed. Contract:
+//   y[t][o] = sum_i W[o][i] * x[t][i]   for t < n_tok, o < n_out
+// W is n_out rows of n_in elements (GGUF [n_in, n_out]); x: [n_in, n_tok] f32 (token-major rows);
+// y: [n_out, n_tok] f32 (token-major rows of n_out). Work is split across the pool by output rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace memtile {
+class thread_pool;
+}
+
+namespace memtile::cpu {
+
+struct weight_view {
+    dtype type = dtype::f32;
+    const uint8_t* data = nullptr;
+    int64_t n_in = 0;   // row length (elements)
+    int64_t n_out = 0;  // rows
+    size_t row_bytes = 0;
+};
+
+struct prepare_options {
+    bool repack = false;  // allow an interleaved, cache-line-aligned layout built at load (may own memory)
+};
+
+// A weight ready for matmul: the original view, plus any layout the kernels built at load.
+class prepared_weight {
+public:
+    virtual ~prepared_weight() = default;
+    virtual const weight_view& view() const = 0;
+    virtual uint64_t resident_bytes() const = 0;  // extra bytes owned (0 when the mmap is used as is)
+};
+
+std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o = {});
+
+void matmul(const prepared_weight& w, const float* x, int64_t n_tok, float* y, thread_pool& pool);
+
+// Scalar reference: dequantize each row to f32 and take dot products in double-free f32 order. The test
+// oracle of every optimized path and the fallback for formats without one.
+void matmul_ref(const weight_view& w, const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end);
+
+// Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".
+std::string matmul_path(dtype t);
+
+}  // namespace memtile::cpu
