@@ -1,0 +1,201 @@
+#include "models/transformer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/ops.h"
+#include "core/error.h"
+#include "core/thread-pool.h"
+#include "gguf/gguf-file.h"
+#include "kv/kv-cache.h"
+#include "models/tensor-table.h"
+#include "quant/quant.h"
+
+namespace memtile {
+
+struct transformer::layer {
+    std::vector<float> attn_norm, ffn_norm;  // [n_embd]
+    std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] (qwen2) or empty
+    std::unique_ptr<cpu::prepared_weight> wq, wk, wv, wqkv, wo, w_gate, w_up, w_down;
+};
+
+transformer::~transformer() = default;
+
+namespace {
+
+cpu::weight_view view_of(const gguf_tensor_info& t) {
+    cpu::weight_view v;
+    v.type = t.type;
+    v.data = t.data;
+    v.n_in = int64_t(t.dims[0]);
+    v.n_out = int64_t(t.n_elems / t.dims[0]);
+    v.row_bytes = size_t(t.row_size());
+    return v;
+}
+
+std::vector<float> to_f32(const gguf_tensor_info& t) {
+    if (!can_dequantize(t.type)) fail("model", "tensor '{}' has unsupported type {}", t.name, dtype_name(t.type));
+    std::vector<float> out(size_t(t.n_elems));
+    dequantize_row(t.type, t.data, out.data(), int64_t(t.n_elems));
+    return out;
+}
+
+}  // namespace
+
+std::unique_ptr<transformer> transformer::load(const std::string& path, const model_options& o) {
+    return from_gguf(gguf_file::open(path, o.load), o);
+}
+
+std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g, const model_options& o) {
+    std::unique_ptr<transformer> m(new transformer());
+    m->file_ = g;
+    m->cfg_ = read_model_config(*g);
+    if (!arch_supported(m->cfg_.arch))
+        fail("model", "{}: unknown architecture '{}' (supported: {})", g->path(), m->cfg_.arch, supported_archs());
+    if (m->cfg_.expert_count > 0) fail("model", "{}: mixture-of-experts models are not supported yet", g->path());
+    check_tensors(*g, m->cfg_);
+    const cpu::prepare_options po{o.repack};
+    auto weight = [&](const std::string& name) {
+        const auto* t = g->find_tensor(name);
+        if (!can_dequantize(t->type))
+            fail("model", "{}: tensor '{}' has type {}, which memtile cannot compute with", g->path(), name,
+                 dtype_name(t->type));
+        return cpu::prepare_weight(view_of(*t), po);
+    };
+    m->layers_.resize(m->cfg_.n_layer);
+    for (const auto& spec : tensor_table(m->cfg_)) {
+        const auto* t = g->find_tensor(spec.name);
+        if (!t) continue;  // optional and absent (checked above)
+        layer* L = spec.layer >= 0 ? &m->layers_[size_t(spec.layer)] : nullptr;
+        switch (spec.role) {
+            case tensor_role::token_embd: m->tok_embd_ = view_of(*t); break;
+            case tensor_role::output_norm: m->output_norm_ = to_f32(*t); break;
+            case tensor_role::output: m->output_ = weight(spec.name); break;
+            case tensor_role::rope_freqs: m->rope_factors_ = to_f32(*t); break;
+            case tensor_role::attn_norm: L->attn_norm = to_f32(*t); break;
+            case tensor_role::ffn_norm: L->ffn_norm = to_f32(*t); break;
+            case tensor_role::attn_q_bias: L->bq = to_f32(*t); break;
+            case tensor_role::attn_k_bias: L->bk = to_f32(*t); break;
+            case tensor_role::attn_v_bias: L->bv = to_f32(*t); break;
+            case tensor_role::attn_q: L->wq = weight(spec.name); break;
+            case tensor_role::attn_k: L->wk = weight(spec.name); break;
+            case tensor_role::attn_v: L->wv = weight(spec.name); break;
+            case tensor_role::attn_qkv: L->wqkv = weight(spec.name); break;
+            case tensor_role::attn_output: L->wo = weight(spec.name); break;
+            case tensor_role::ffn_gate: L->w_gate = weight(spec.name); break;
+            case tensor_role::ffn_up: L->w_up = weight(spec.name); break;
+            case tensor_role::ffn_down: L->w_down = weight(spec.name); break;
+        }
+    }
+    if (!can_dequantize(m->tok_embd_.type))
+        fail("model", "{}: token_embd.weight has unsupported type {}", g->path(), dtype_name(m->tok_embd_.type));
+    if (!m->output_) m->output_ = cpu::prepare_weight(m->tok_embd_, po);  // tied embeddings
+    return m;
+}
+
+forward_context::forward_context(const transformer& m, uint32_t n_ctx, dtype kv_type, thread_pool& pool)
+    : m_(m), pool_(pool) {
+    const auto& c = m.config();
+    if (n_ctx == 0) fail("model", "context length must be at least 1");
+    kv_ = std::make_unique<kv_cache>(c.n_layer, n_ctx, c.kv_dim(), kv_type);
+}
+
+forward_context::~forward_context() = default;
+
+uint32_t forward_context::used() const { return kv_->used; }
+uint32_t forward_context::n_ctx() const { return kv_->n_ctx(); }
+
+void forward_context::truncate(uint32_t n_tokens) { kv_->used = std::min(kv_->used, n_tokens); }
+
+std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
+    const auto& c = m_.config();
+    const int64_t n = int64_t(tokens.size());
+    if (n == 0) fail("model", "forward() called with no tokens");
+    const uint32_t pos0 = kv_->used;
+    if (uint64_t(pos0) + uint64_t(n) > kv_->n_ctx())
+        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", pos0,
+             n, kv_->n_ctx());
+    for (int32_t t : tokens)
+        if (t < 0 || uint32_t(t) >= c.n_vocab)
+            fail("model", "token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+
+    const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+    x_.resize(size_t(n * E));
+    xn_.resize(size_t(n * E));
+    q_.resize(size_t(n * Q));
+    k_.resize(size_t(n * KV));
+    v_.resize(size_t(n * KV));
+    att_.resize(size_t(n * Q));
+    gate_.resize(size_t(n * F));
+    up_.resize(size_t(n * F));
+
+    // Embedding: gather and dequantize one row per token.
+    for (int64_t t = 0; t < n; t++)
+        dequantize_row(m_.tok_embd_.type, m_.tok_embd_.data + size_t(tokens[size_t(t)]) * m_.tok_embd_.row_bytes,
+                       x_.data() + t * E, E);
+
+    const float* factors = m_.rope_factors_.empty() ? nullptr : m_.rope_factors_.data();
+    for (uint32_t il = 0; il < c.n_layer; il++) {
+        const auto& L = m_.layers_[il];
+        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        if (L.wqkv) {
+            // phi3: one fused projection [n_tok, Q + 2 KV], split into q, k, v.
+            qkv_.resize(size_t(n * (Q + 2 * KV)));
+            cpu::matmul(*L.wqkv, xn_.data(), n, qkv_.data(), pool_);
+            for (int64_t t = 0; t < n; t++) {
+                const float* r = &qkv_[t * (Q + 2 * KV)];
+                std::copy(r, r + Q, &q_[t * Q]);
+                std::copy(r + Q, r + Q + KV, &k_[t * KV]);
+                std::copy(r + Q + KV, r + Q + 2 * KV, &v_[t * KV]);
+            }
+        } else {
+            cpu::matmul(*L.wq, xn_.data(), n, q_.data(), pool_);
+            cpu::matmul(*L.wk, xn_.data(), n, k_.data(), pool_);
+            cpu::matmul(*L.wv, xn_.data(), n, v_.data(), pool_);
+        }
+        if (!L.bq.empty())
+            for (int64_t t = 0; t < n; t++) {
+                for (int64_t i = 0; i < Q; i++) q_[t * Q + i] += L.bq[size_t(i)];
+                for (int64_t i = 0; i < KV; i++) k_[t * KV + i] += L.bk[size_t(i)];
+                for (int64_t i = 0; i < KV; i++) v_[t * KV + i] += L.bv[size_t(i)];
+            }
+        for (int64_t t = 0; t < n; t++) {
+            const int pos = int(pos0 + t);
+            cpu::rope(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope, factors);
+            cpu::rope(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
+                      factors);
+            kv_->store(il, uint32_t(pos), &k_[t * KV], &v_[t * KV]);
+        }
+        cpu::attention(q_.data(), att_.data(), int(n), int(pos0), *kv_, int(il), int(c.n_head), int(c.n_head_kv),
+                       int(c.head_dim), pool_);
+        cpu::matmul(*L.wo, att_.data(), n, xn_.data(), pool_);
+        for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+
+        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.ffn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        if (L.w_gate) {
+            cpu::matmul(*L.w_gate, xn_.data(), n, gate_.data(), pool_);
+            cpu::matmul(*L.w_up, xn_.data(), n, up_.data(), pool_);
+        } else {
+            // phi3: fused [n_tok, 2F], gate first then up.
+            qkv_.resize(size_t(n * 2 * F));
+            cpu::matmul(*L.w_up, xn_.data(), n, qkv_.data(), pool_);
+            for (int64_t t = 0; t < n; t++) {
+                std::copy(&qkv_[t * 2 * F], &qkv_[t * 2 * F] + F, &gate_[t * F]);
+                std::copy(&qkv_[t * 2 * F] + F, &qkv_[t * 2 * F] + 2 * F, &up_[t * F]);
+            }
+        }
+        cpu::swiglu(gate_.data(), up_.data(), n * F);
+        cpu::matmul(*L.w_down, gate_.data(), n, xn_.data(), pool_);
+        for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+    }
+    kv_->used = pos0 + uint32_t(n);
+
+    const int64_t n_out = all_logits ? n : 1;
+    const float* last = &x_[(n - n_out) * E];
+    for (int64_t t = 0; t < n_out; t++) cpu::rms_norm(last + t * E, m_.output_norm_.data(), &xn_[t * E], E, c.norm_eps);
+    logits_.resize(size_t(n_out * c.n_vocab));
+    cpu::matmul(*m_.output_, xn_.data(), n_out, logits_.data(), pool_);
+    return {logits_.data() + (n_out - 1) * c.n_vocab, c.n_vocab};
+}
+
+}  // namespace memtile

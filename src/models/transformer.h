@@ -1,0 +1,73 @@
+// Decoder-only transformer of the Llama family (llama, qwen2, phi3) on the CPU: weights bound from a
+// GGUF file (checked against the architecture's tensor table), and the forward pass for a batch of tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/matmul.h"
+#include "core/mapped-file.h"
+#include "models/model-config.h"
+
+namespace memtile {
+
+class gguf_file;
+class kv_cache;
+class thread_pool;
+
+struct model_options {
+    load_options load;   // mmap / no-mmap / mlock / prefault
+    bool repack = false;  // let the CPU kernels build interleaved layouts at load
+};
+
+class transformer {
+public:
+    static std::unique_ptr<transformer> load(const std::string& path, const model_options& o = {});
+    static std::unique_ptr<transformer> from_gguf(std::shared_ptr<gguf_file> g, const model_options& o = {});
+    ~transformer();
+
+    const model_config& config() const { return cfg_; }
+    const gguf_file& file() const { return *file_; }
+    std::shared_ptr<gguf_file> file_ptr() const { return file_; }
+
+    struct layer;
+
+private:
+    friend class forward_context;
+    transformer() = default;
+    std::shared_ptr<gguf_file> file_;
+    model_config cfg_;
+    cpu::weight_view tok_embd_;  // [n_embd, n_vocab]: rows gathered, never multiplied
+    std::vector<float> output_norm_;
+    std::unique_ptr<cpu::prepared_weight> output_;  // [n_embd, n_vocab] (the token embedding when tied)
+    std::vector<float> rope_factors_;               // [n_rot / 2] or empty
+    std::vector<layer> layers_;
+};
+
+// Per-sequence state: the KV cache and scratch buffers; one forward pass at a time.
+class forward_context {
+public:
+    forward_context(const transformer& m, uint32_t n_ctx, dtype kv_type, thread_pool& pool);
+    ~forward_context();
+
+    // Processes tokens at positions used()..used()+n-1 and returns the logits of the last one ([n_vocab]).
+    // With all_logits, logits() holds [n_tok, n_vocab]. Throws on context overflow or an unknown token id.
+    std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits = false);
+    std::span<const float> logits() const { return logits_; }
+
+    uint32_t used() const;
+    uint32_t n_ctx() const;
+    void truncate(uint32_t n_tokens);  // forget positions >= n_tokens (keeps the common prefix)
+    const kv_cache& cache() const { return *kv_; }
+
+private:
+    const transformer& m_;
+    thread_pool& pool_;
+    std::unique_ptr<kv_cache> kv_;
+    std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, gate_, up_, logits_;
+};
+
+}  // namespace memtile

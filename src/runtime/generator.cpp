@@ -1,0 +1,107 @@
+#include "runtime/generator.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "models/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace memtile {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string.
+size_t held_suffix(const std::string& text, const std::vector<std::string>& stops) {
+    size_t best = 0;
+    for (const auto& s : stops)
+        for (size_t k = std::min(s.size() - 1, text.size()); k > best; k--)
+            if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+                best = k;
+                break;
+            }
+    return best;
+}
+
+}  // namespace
+
+generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp,
+                           const std::vector<int32_t>& prompt, const generate_options& o,
+                           const text_callback& on_text) {
+    if (prompt.empty()) fail("generate", "empty prompt: at least one token (e.g. BOS) is needed");
+    if (o.n_predict < 0) fail("generate", "n_predict must be >= 0 (got {})", o.n_predict);
+    for (const auto& s : o.stop)
+        if (s.empty()) fail("generate", "empty stop string");
+    generation_result r;
+    r.n_prompt = int(prompt.size());
+    for (int32_t t : prompt) smp.accept(t);
+
+    const auto t0 = clock_type::now();
+    std::span<const float> logits = ctx.forward(prompt);
+    r.prefill_ms = ms_since(t0);
+    if (o.n_predict == 0) {
+        r.stop_reason = "length";
+        return r;
+    }
+
+    std::unique_ptr<stream_decoder> dec = tok ? std::make_unique<stream_decoder>(*tok) : nullptr;
+    std::string pending;  // decoded text not yet streamed (possible start of a stop string)
+    bool cancelled = false;
+    // Called once per sampled token (with the text it completes, possibly empty) and once at the end for
+    // held-back text (id -1), so id-only consumers see every token.
+    auto emit = [&](const std::string& piece, int32_t id) {
+        if (cancelled || (piece.empty() && id < 0)) return;
+        r.text += piece;
+        if (on_text && !on_text(piece, id)) cancelled = true;
+    };
+    const auto t_decode = clock_type::now();
+    for (int i = 0; i < o.n_predict; i++) {
+        const int32_t id = smp.sample(logits);
+        if (i == 0) r.ttft_ms = ms_since(t0);
+        if (!o.ignore_eos && tok && tok->is_eog(id)) {
+            r.stop_reason = "eos";
+            break;
+        }
+        r.tokens.push_back(id);
+        smp.accept(id);
+        std::string piece = dec ? dec->push(id) : std::string();
+        if (!o.stop.empty()) {
+            pending += piece;
+            size_t cut = std::string::npos;
+            for (const auto& s : o.stop) cut = std::min(cut, pending.find(s));
+            if (cut != std::string::npos) {
+                emit(pending.substr(0, cut), id);
+                pending.clear();
+                r.stop_reason = "stop";
+                break;
+            }
+            const size_t hold = held_suffix(pending, o.stop);
+            piece = pending.substr(0, pending.size() - hold);
+            pending.erase(0, pending.size() - hold);
+        }
+        emit(piece, id);
+        if (cancelled) {
+            r.stop_reason = "cancel";
+            break;
+        }
+        if (i + 1 == o.n_predict) {
+            r.stop_reason = "length";
+            break;
+        }
+        if (ctx.used() >= ctx.n_ctx()) {
+            r.stop_reason = "context";
+            break;
+        }
+        logits = ctx.forward(std::span<const int32_t>(&id, 1));
+    }
+    if (r.stop_reason.empty()) r.stop_reason = "length";
+    if (r.stop_reason != "stop" && r.stop_reason != "cancel") emit(pending + (dec ? dec->flush() : ""), -1);
+    r.decode_ms = ms_since(t_decode);
+    return r;
+}
+
+}  // namespace memtile

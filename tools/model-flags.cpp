@@ -1,0 +1,41 @@
+#include "model-flags.h"
+
+#include <algorithm>
+
+#include "core/thread-pool.h"
+#include "runtime/default-model.h"
+
+namespace memtile::cli {
+
+void model_flags::add(CLI::App* sub) {
+    sub->add_option("-m,--model", model, "GGUF model (default: the project's default model)");
+    sub->add_option("-c,--ctx", ctx, "Context length in tokens (default: min(training context, 4096))")
+        ->check(CLI::Range(1u, 1u << 24));
+    sub->add_option("--kv-type", kv_type, "KV-cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
+    sub->add_option("-t,--threads", threads, "Threads (default: physical performance cores)")
+        ->check(CLI::Range(1, 1024));
+    sub->add_flag("--no-mmap", no_mmap, "Read the model into memory instead of mapping it");
+    sub->add_flag("--mlock", mlock, "Lock the model's pages in RAM");
+    sub->add_flag("--prefault", prefault, "Touch every weight page before the first token");
+    sub->add_option("--repack", repack, "Repack weights into interleaved tiles at load: on or off")
+        ->check(CLI::IsMember({"on", "off"}));
+}
+
+std::string model_flags::model_path() const { return model.empty() ? default_model_path() : model; }
+
+model_options model_flags::options() const {
+    model_options o;
+    o.load.use_mmap = !no_mmap;
+    o.load.mlock = mlock;
+    o.load.prefault = prefault;
+    o.repack = repack == "on";
+    return o;
+}
+
+uint32_t model_flags::context_for(uint32_t n_ctx_train) const {
+    return ctx ? ctx : std::min<uint32_t>(n_ctx_train, 4096);
+}
+
+int model_flags::thread_count() const { return threads > 0 ? threads : thread_pool::default_threads(); }
+
+}  // namespace memtile::cli

@@ -1,0 +1,30 @@
+// Options shared by every verb that loads a model (run, chat, bench, serve): model path, context, KV type,
+// threads and memory modes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "core/dtype.h"
+#include "models/transformer.h"
+
+namespace memtile::cli {
+
+struct model_flags {
+    std::string model;  // empty: the default model
+    uint32_t ctx = 0;   // 0: min(training context, 4096)
+    std::string kv_type = "f16";
+    int threads = 0;  // 0: physical cores
+    bool no_mmap = false, mlock = false, prefault = false;
+    std::string repack = "off";
+
+    void add(CLI::App* sub);
+    std::string model_path() const;
+    model_options options() const;
+    dtype kv_dtype() const { return kv_type == "f32" ? dtype::f32 : dtype::f16; }
+    uint32_t context_for(uint32_t n_ctx_train) const;
+    int thread_count() const;
+};
+
+}  // namespace memtile::cli
