@@ -201,7 +201,7 @@ private:
         auto s = make_stmt(stmt_kind::for_, line);
         s->targets = parse_targets();
         if (!accept_name("in")) error("expected 'in', got " + describe(cur()));
-        s->value_expr = parse_tuple_or_expr();
+        s->value_expr = parse_tuple_or_expr(false);
         if (accept_name("if")) s->cond = parse_expression();
         if (accept_name("recursive")) error("recursive loops are not supported");
         expect_block_end();
@@ -289,15 +289,17 @@ private:
 
     // ---- expressions -------------------------------------------------------------------------------------
 
-    expr_ptr parse_tuple_or_expr() {
+    // `a, b` tuples of assignments and loops; a loop's iterable has no inline if (its `if` filters the loop).
+    expr_ptr parse_tuple_or_expr(bool with_condexpr = true) {
         int line = cur().line;
-        expr_ptr first = parse_expression();
+        auto item = [&] { return with_condexpr ? parse_expression() : parse_or(); };
+        expr_ptr first = item();
         if (!is_op(",")) return first;
         auto t = node(expr_kind::tuple, line);
         t->args.push_back(std::move(first));
         while (accept_op(",")) {
             if (cur().type == tok::block_end || cur().type == tok::var_end || is_name("if")) break;
-            t->args.push_back(parse_expression());
+            t->args.push_back(item());
         }
         return t;
     }
@@ -591,7 +593,10 @@ private:
         int line = cur().line;
         auto f = node(expr_kind::filter, line);
         f->name = expect_name();
-        while (accept_op(".")) f->name += "." + expect_name();
+        while (accept_op(".")) {
+            f->name += '.';
+            f->name += expect_name();
+        }
         f->args.push_back(std::move(input));
         if (is_op("(")) parse_call_args(*f);
         return f;
@@ -607,7 +612,10 @@ private:
                 auto t = node(expr_kind::test, line);
                 t->negated = accept_name("not");
                 t->name = expect_name();
-                while (accept_op(".")) t->name += "." + expect_name();
+                while (accept_op(".")) {
+                    t->name += '.';
+                    t->name += expect_name();
+                }
                 t->args.push_back(std::move(e));
                 if (is_op("(")) {
                     parse_call_args(*t);

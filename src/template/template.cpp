@@ -74,10 +74,11 @@ chat_template::chat_template(std::string source, size_t max_depth)
     : source_(std::move(source)), program_(parse(source_, max_depth)) {}
 
 std::string chat_template::render(const nlohmann::ordered_json& context, const render_options& opts) const {
-    if (!context.is_object()) fail("template", "render context must be a JSON object");
+    if (!context.is_object() && !context.is_null()) fail("template", "render context must be a JSON object");
     render_state st(opts);
     std::vector<std::pair<std::string, value>> vars;
-    for (auto& [k, v] : context.items()) vars.emplace_back(k, value::from_json(v));
+    if (context.is_object())
+        for (auto& [k, v] : context.items()) vars.emplace_back(k, value::from_json(v));
     return render_program(*program_, make_globals(st), vars, st);
 }
 
