@@ -21,5 +21,6 @@ std::unique_ptr<command> make_inspect_command();
 std::unique_ptr<command> make_gen_command();
 std::unique_ptr<command> make_convert_command();
 std::unique_ptr<command> make_run_command();
+std::unique_ptr<command> make_template_command();
 
 }  // namespace memtile::cli

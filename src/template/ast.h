@@ -12,20 +12,20 @@
 namespace memtile::jinja {
 
 enum class expr_kind {
-    literal,    // lit
-    name,       // name
-    list,       // args: items
-    tuple,      // args: items
-    dict,       // args: key0, value0, key1, value1...
-    getattr,    // args[0].name
-    getitem,    // args[0][args[1]]
-    slice,      // args[0][args[1]:args[2]:args[3]], absent bounds are null
-    call,       // args[0](args[1..], kwargs)
-    filter,     // args[0] | name(args[1..], kwargs); args[0] is null inside filter blocks
-    test,       // args[0] is [not] name(args[1..], kwargs)
-    unary,      // op args[0]: "-", "+", "not"
-    binary,     // args[0] op args[1]: arithmetic, "~", comparisons, "in", "not in", "and", "or"
-    cond,       // args[1] if args[0] else args[2] (args[2] null: undefined)
+    literal,  // lit
+    name,     // name
+    list,     // args: items
+    tuple,    // args: items
+    dict,     // args: key0, value0, key1, value1...
+    getattr,  // args[0].name
+    getitem,  // args[0][args[1]]
+    slice,    // args[0][args[1]:args[2]:args[3]], absent bounds are null
+    call,     // args[0](args[1..], kwargs)
+    filter,   // args[0] | name(args[1..], kwargs); args[0] is null inside filter blocks
+    test,     // args[0] is [not] name(args[1..], kwargs)
+    unary,    // op args[0]: "-", "+", "not"
+    binary,   // args[0] op args[1]: arithmetic, "~", comparisons, "in", "not in", "and", "or"
+    cond,     // args[1] if args[0] else args[2] (args[2] null: undefined)
 };
 
 struct expr;
@@ -35,7 +35,7 @@ struct expr {
     expr_kind kind;
     int line = 0;
     value lit;
-    std::string name;  // variable, attribute, filter or test name, or operator
+    std::string name;      // variable, attribute, filter or test name, or operator
     bool negated = false;  // `is not`
     std::vector<expr_ptr> args;
     std::vector<std::pair<std::string, expr_ptr>> kwargs;
@@ -53,7 +53,7 @@ enum class stmt_kind {
     filter_block,  // filter filters: body
     break_,
     continue_,
-    scope,         // body in a plain sequence (generation blocks)
+    scope,  // body in a plain sequence (generation blocks)
 };
 
 struct stmt;

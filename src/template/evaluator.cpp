@@ -228,8 +228,8 @@ private:
         }
         for (auto& [pname, def] : m.params) {
             if (ms->vars.count(pname)) continue;
-            ms->vars[pname] = def ? eval(*def, *ms)
-                                  : value::undefined(fmt::format("parameter '{}' was not provided", pname));
+            ms->vars[pname] =
+                def ? eval(*def, *ms) : value::undefined(fmt::format("parameter '{}' was not provided", pname));
         }
         ms->vars["varargs"] = value::list(std::move(varargs));
         ms->vars["kwargs"] = kwargs;
@@ -276,8 +276,7 @@ public:
             case expr_kind::slice: {
                 value obj = eval(*e.args[0], sc);
                 value bounds[3];
-                for (int i = 0; i < 3; ++i)
-                    bounds[i] = e.args[i + 1] ? eval(*e.args[i + 1], sc) : value::none();
+                for (int i = 0; i < 3; ++i) bounds[i] = e.args[i + 1] ? eval(*e.args[i + 1], sc) : value::none();
                 return slice_value(obj, bounds[0], bounds[1], bounds[2]);
             }
             case expr_kind::call: {
@@ -303,7 +302,8 @@ public:
                 value v = eval(*e.args[0], sc);
                 if (e.name == "not") return value::boolean(!v.truthy());
                 if (v.is_undefined()) undefined_error(v);
-                if (!v.is_number()) fail("template", "TypeError: bad operand type for unary {}: '{}'", e.name, v.py_type());
+                if (!v.is_number())
+                    fail("template", "TypeError: bad operand type for unary {}: '{}'", e.name, v.py_type());
                 if (e.name == "+") return v.type() == kind::floating ? v : value::integer(v.as_int());
                 if (v.type() == kind::floating) return value::floating(-v.as_float());
                 if (v.as_int() == std::numeric_limits<int64_t>::min()) fail("template", "integer overflow");
@@ -329,7 +329,9 @@ public:
     }
 };
 
-bool is_int(const value& v) { return v.type() == kind::integer || v.type() == kind::boolean; }
+bool is_int(const value& v) {
+    return v.type() == kind::integer || v.type() == kind::boolean;
+}
 
 [[noreturn]] void unsupported(const std::string& op, const value& a, const value& b) {
     fail("template", "TypeError: unsupported operand type(s) for {}: '{}' and '{}'", op, a.py_type(), b.py_type());

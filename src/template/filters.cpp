@@ -14,7 +14,9 @@ namespace {
 
 using filter_fn = value (*)(render_state&, const value&, call_args&);
 
-std::string text(const value& v) { return v.str(); }
+std::string text(const value& v) {
+    return v.str();
+}
 
 // Jinja's attribute getter: "a.b.0" looks up each part with item-then-attribute semantics.
 value attr_path(const value& v, const std::string& path) {
@@ -23,7 +25,8 @@ value attr_path(const value& v, const std::string& path) {
     for (;;) {
         size_t dot = path.find('.', start);
         std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-        bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+        bool numeric =
+            !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (cur.is_undefined()) undefined_error(cur);
         cur = get_item(cur, numeric ? value::integer(std::stoll(part)) : value::string(part));
         if (dot == std::string::npos) return cur;
@@ -53,9 +56,13 @@ value f_abs(render_state&, const value& v, call_args&) {
     return value::integer(std::llabs(v.as_int()));
 }
 
-value f_attr(render_state&, const value& v, call_args& a) { return get_attr(v, text(arg(a, 0, "name"))); }
+value f_attr(render_state&, const value& v, call_args& a) {
+    return get_attr(v, text(arg(a, 0, "name")));
+}
 
-value f_capitalize(render_state&, const value& v, call_args&) { return value::string(py_capitalize(text(v))); }
+value f_capitalize(render_state&, const value& v, call_args&) {
+    return value::string(py_capitalize(text(v)));
+}
 
 value f_center(render_state& st, const value& v, call_args& a) {
     std::u32string s = utf8_decode(text(v));
@@ -155,8 +162,9 @@ value f_indent(render_state& st, const value& v, call_args& a) {
     value width = arg(a, 0, "width", value::integer(4));
     bool first = arg(a, 1, "first", value::boolean(false)).truthy();
     bool blank = arg(a, 2, "blank", value::boolean(false)).truthy();
-    std::string ind = width.is_string() ? width.as_string()
-                                        : std::string(static_cast<size_t>(std::max<int64_t>(0, int_arg(width, "width"))), ' ');
+    std::string ind = width.is_string()
+                          ? width.as_string()
+                          : std::string(static_cast<size_t>(std::max<int64_t>(0, int_arg(width, "width"))), ' ');
     st.check_size(ind.size());
     std::vector<std::string> lines = py_splitlines(text(v) + "\n");
     std::string out;
@@ -192,13 +200,21 @@ value f_join(render_state& st, const value& v, call_args& a) {
     return value::string(std::move(out));
 }
 
-value f_length(render_state&, const value& v, call_args&) { return value::integer(static_cast<int64_t>(v.length())); }
+value f_length(render_state&, const value& v, call_args&) {
+    return value::integer(static_cast<int64_t>(v.length()));
+}
 
-value f_list(render_state&, const value& v, call_args&) { return value::list(iterate(v)); }
+value f_list(render_state&, const value& v, call_args&) {
+    return value::list(iterate(v));
+}
 
-value f_lower(render_state&, const value& v, call_args&) { return value::string(ascii_lower(text(v))); }
+value f_lower(render_state&, const value& v, call_args&) {
+    return value::string(ascii_lower(text(v)));
+}
 
-value f_upper(render_state&, const value& v, call_args&) { return value::string(ascii_upper(text(v))); }
+value f_upper(render_state&, const value& v, call_args&) {
+    return value::string(ascii_upper(text(v)));
+}
 
 value f_map(render_state& st, const value& v, call_args& a) {
     std::vector<value> out;
@@ -225,7 +241,8 @@ value select_impl(render_state& st, const value& v, call_args& a, bool by_attr, 
     value attribute = by_attr ? arg(a, 0, "attribute") : value();
     std::string test = a.positional.size() > first_arg ? text(a.positional[first_arg]) : "";
     call_args rest;
-    if (a.positional.size() > first_arg + 1) rest.positional.assign(a.positional.begin() + first_arg + 1, a.positional.end());
+    if (a.positional.size() > first_arg + 1)
+        rest.positional.assign(a.positional.begin() + first_arg + 1, a.positional.end());
     std::vector<value> out;
     if (!v.truthy()) return value::iterator({});  // Jinja: `if seq:` guards the loop, so None selects nothing
     for (auto& item : iterate(v)) {
@@ -236,10 +253,18 @@ value select_impl(render_state& st, const value& v, call_args& a, bool by_attr, 
     return value::iterator(std::move(out));
 }
 
-value f_select(render_state& st, const value& v, call_args& a) { return select_impl(st, v, a, false, true); }
-value f_reject(render_state& st, const value& v, call_args& a) { return select_impl(st, v, a, false, false); }
-value f_selectattr(render_state& st, const value& v, call_args& a) { return select_impl(st, v, a, true, true); }
-value f_rejectattr(render_state& st, const value& v, call_args& a) { return select_impl(st, v, a, true, false); }
+value f_select(render_state& st, const value& v, call_args& a) {
+    return select_impl(st, v, a, false, true);
+}
+value f_reject(render_state& st, const value& v, call_args& a) {
+    return select_impl(st, v, a, false, false);
+}
+value f_selectattr(render_state& st, const value& v, call_args& a) {
+    return select_impl(st, v, a, true, true);
+}
+value f_rejectattr(render_state& st, const value& v, call_args& a) {
+    return select_impl(st, v, a, true, false);
+}
 
 value f_minmax(const value& v, call_args& a, bool want_max) {
     bool cs = arg(a, 0, "case_sensitive", value::boolean(false)).truthy();
@@ -248,14 +273,19 @@ value f_minmax(const value& v, call_args& a, bool want_max) {
     if (items.empty()) return value::undefined("No aggregated item, sequence was empty.");
     size_t best = 0;
     for (size_t i = 1; i < items.size(); ++i) {
-        int c = py_compare(sort_key(maybe_attr(items[i], attribute), cs), sort_key(maybe_attr(items[best], attribute), cs));
+        int c =
+            py_compare(sort_key(maybe_attr(items[i], attribute), cs), sort_key(maybe_attr(items[best], attribute), cs));
         if (want_max ? c > 0 : c < 0) best = i;
     }
     return items[best];
 }
 
-value f_max(render_state&, const value& v, call_args& a) { return f_minmax(v, a, true); }
-value f_min(render_state&, const value& v, call_args& a) { return f_minmax(v, a, false); }
+value f_max(render_state&, const value& v, call_args& a) {
+    return f_minmax(v, a, true);
+}
+value f_min(render_state&, const value& v, call_args& a) {
+    return f_minmax(v, a, false);
+}
 
 value f_replace(render_state& st, const value& v, call_args& a) {
     value count = arg(a, 2, "count", value::none());
@@ -297,7 +327,9 @@ value f_round(render_state&, const value& v, call_args& a) {
     return value::floating(r / scale);
 }
 
-value f_safe(render_state&, const value& v, call_args&) { return value::markup(text(v)); }
+value f_safe(render_state&, const value& v, call_args&) {
+    return value::markup(text(v));
+}
 
 value f_sort(render_state&, const value& v, call_args& a) {
     bool reverse = arg(a, 0, "reverse", value::boolean(false)).truthy();
@@ -311,7 +343,9 @@ value f_sort(render_state&, const value& v, call_args& a) {
     return value::list(std::move(items));
 }
 
-value f_string(render_state&, const value& v, call_args&) { return value::string(text(v)); }
+value f_string(render_state&, const value& v, call_args&) {
+    return value::string(text(v));
+}
 
 value f_sum(render_state& st, const value& v, call_args& a) {
     value attribute = arg(a, 0, "attribute", value::none());
@@ -386,26 +420,46 @@ value f_wordcount(render_state&, const value& v, call_args&) {
 
 const std::unordered_map<std::string, filter_fn>& filter_table() {
     static const std::unordered_map<std::string, filter_fn> table = {
-        {"abs", f_abs},           {"attr", f_attr},
-        {"capitalize", f_capitalize}, {"center", f_center},
-        {"count", f_length},      {"d", f_default},
-        {"default", f_default},   {"dictsort", f_dictsort},
-        {"e", f_escape},          {"escape", f_escape},
-        {"first", f_first},       {"float", f_float},
-        {"indent", f_indent},     {"int", f_int},
-        {"items", f_items},       {"join", f_join},
-        {"last", f_last},         {"length", f_length},
-        {"list", f_list},         {"lower", f_lower},
-        {"map", f_map},           {"max", f_max},
-        {"min", f_min},           {"reject", f_reject},
-        {"rejectattr", f_rejectattr}, {"replace", f_replace},
-        {"reverse", f_reverse},   {"round", f_round},
-        {"safe", f_safe},         {"select", f_select},
-        {"selectattr", f_selectattr}, {"sort", f_sort},
-        {"string", f_string},     {"sum", f_sum},
-        {"title", f_title},       {"tojson", f_tojson},
-        {"trim", f_trim},         {"unique", f_unique},
-        {"upper", f_upper},       {"wordcount", f_wordcount},
+        {"abs", f_abs},
+        {"attr", f_attr},
+        {"capitalize", f_capitalize},
+        {"center", f_center},
+        {"count", f_length},
+        {"d", f_default},
+        {"default", f_default},
+        {"dictsort", f_dictsort},
+        {"e", f_escape},
+        {"escape", f_escape},
+        {"first", f_first},
+        {"float", f_float},
+        {"indent", f_indent},
+        {"int", f_int},
+        {"items", f_items},
+        {"join", f_join},
+        {"last", f_last},
+        {"length", f_length},
+        {"list", f_list},
+        {"lower", f_lower},
+        {"map", f_map},
+        {"max", f_max},
+        {"min", f_min},
+        {"reject", f_reject},
+        {"rejectattr", f_rejectattr},
+        {"replace", f_replace},
+        {"reverse", f_reverse},
+        {"round", f_round},
+        {"safe", f_safe},
+        {"select", f_select},
+        {"selectattr", f_selectattr},
+        {"sort", f_sort},
+        {"string", f_string},
+        {"sum", f_sum},
+        {"title", f_title},
+        {"tojson", f_tojson},
+        {"trim", f_trim},
+        {"unique", f_unique},
+        {"upper", f_upper},
+        {"wordcount", f_wordcount},
     };
     return table;
 }

@@ -23,7 +23,8 @@ public:
             fail("template", "render exceeded the step limit ({} steps): runaway loop?", opts.max_steps);
     }
     void check_size(size_t bytes) const {
-        if (bytes > opts.max_output) fail("template", "render exceeded the output size limit ({} bytes)", opts.max_output);
+        if (bytes > opts.max_output)
+            fail("template", "render exceeded the output size limit ({} bytes)", opts.max_output);
     }
     void check_items(size_t n) const {
         if (n > opts.max_items) fail("template", "render exceeded the list size limit ({} items)", opts.max_items);

@@ -8,7 +8,9 @@ namespace memtile::jinja {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 class lexer {
 public:
@@ -293,9 +295,7 @@ private:
                     advance_to(pos_ + n);
                     break;
                 }
-                default:
-                    out += '\\';
-                    out += e;
+                default: out += '\\'; out += e;
             }
         }
     }
@@ -323,6 +323,8 @@ private:
 
 }  // namespace
 
-std::vector<token> lex(std::string_view source) { return lexer(source).run(); }
+std::vector<token> lex(std::string_view source) {
+    return lexer(source).run();
+}
 
 }  // namespace memtile::jinja

@@ -70,7 +70,8 @@ static value string_method(const value& obj, const std::string& name) {
                 if (!o.is_string())
                     fail("template", "TypeError: {} first arg must be str or a tuple of str, not {}",
                          starts ? "startswith" : "endswith", o.py_type());
-                if (starts ? std::string_view(s).starts_with(o.as_string()) : std::string_view(s).ends_with(o.as_string()))
+                if (starts ? std::string_view(s).starts_with(o.as_string())
+                           : std::string_view(s).ends_with(o.as_string()))
                     return value::boolean(true);
             }
             return value::boolean(false);
@@ -102,7 +103,8 @@ static value string_method(const value& obj, const std::string& name) {
             std::string out;
             bool first = true;
             for (auto& v : iterate(arg(a, 0, "iterable"))) {
-                if (!v.is_string()) fail("template", "TypeError: sequence item: expected str instance, {} found", v.py_type());
+                if (!v.is_string())
+                    fail("template", "TypeError: sequence item: expected str instance, {} found", v.py_type());
                 if (!first) out += s;
                 first = false;
                 out += v.as_string();
@@ -192,7 +194,8 @@ value get_attr(const value& obj, const std::string& name) {
         }
         case kind::floating:
             if (name == "is_integer")
-                return method(name, [obj](call_args&) { return value::boolean(std::floor(obj.as_float()) == obj.as_float()); });
+                return method(
+                    name, [obj](call_args&) { return value::boolean(std::floor(obj.as_float()) == obj.as_float()); });
             return missing_attr(obj, name);
         default: return missing_attr(obj, name);
     }
@@ -221,7 +224,8 @@ value get_item(const value& obj, const value& key) {
             if (key.is_number() && key.type() != kind::floating) {
                 std::u32string cps = utf8_decode(obj.as_string());
                 int64_t i = key.as_int();
-                if (normalize_index(i, cps.size())) return value::string(utf8_encode(cps.substr(static_cast<size_t>(i), 1)));
+                if (normalize_index(i, cps.size()))
+                    return value::string(utf8_encode(cps.substr(static_cast<size_t>(i), 1)));
             }
             break;
         default: break;
@@ -281,7 +285,8 @@ std::vector<value> iterate(const value& v) {
         case kind::undefined: return {};
         case kind::string: {
             std::vector<value> out;
-            for (char32_t c : utf8_decode(v.as_string())) out.push_back(value::string(utf8_encode(std::u32string(1, c))));
+            for (char32_t c : utf8_decode(v.as_string()))
+                out.push_back(value::string(utf8_encode(std::u32string(1, c))));
             return out;
         }
         case kind::list:
@@ -316,8 +321,7 @@ bool apply_test(render_state& st, const std::string& name, const value& v, call_
     if (name == "number") return v.is_number();
     if (name == "string") return v.is_string();
     if (name == "mapping") return v.is_mapping();
-    if (name == "iterable")
-        return v.is_undefined() || v.is_string() || v.is_sequence_kind() || v.is_mapping();
+    if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_sequence_kind() || v.is_mapping();
     if (name == "sequence") return v.is_string() || (v.is_sequence_kind() && !v.is_iterator()) || v.is_mapping();
     if (name == "callable") return v.type() == kind::callable;
     if (name == "escaped") return v.is_markup();
@@ -336,9 +340,9 @@ bool apply_test(render_state& st, const std::string& name, const value& v, call_
     if (name == "sameas") return v.same_as(arg(a, 0, "other"));
     if (name == "in") return binary_op(st, "in", v, arg(a, 0, "seq")).truthy();
     static const std::pair<const char*, const char*> comparisons[] = {
-        {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="},       {"!=", "!="}, {"lt", "<"},
-        {"lessthan", "<"}, {"<", "<"},   {"le", "<="}, {"<=", "<="},       {"gt", ">"},  {"greaterthan", ">"},
-        {">", ">"},        {"ge", ">="}, {">=", ">="},
+        {"eq", "=="}, {"equalto", "=="},    {"==", "=="}, {"ne", "!="}, {"!=", "!="},
+        {"lt", "<"},  {"lessthan", "<"},    {"<", "<"},   {"le", "<="}, {"<=", "<="},
+        {"gt", ">"},  {"greaterthan", ">"}, {">", ">"},   {"ge", ">="}, {">=", ">="},
     };
     for (auto& [test, op] : comparisons)
         if (name == test) return binary_op(st, op, v, arg(a, 0, "other")).truthy();

@@ -360,9 +360,8 @@ private:
         expr_ptr l = parse_math1();
         for (;;) {
             std::string op;
-            if (cur().type == tok::op &&
-                (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
-                 cur().text == ">" || cur().text == ">=")) {
+            if (cur().type == tok::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                          cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
                 op = next().text;
             } else if (is_name("in")) {
                 next();

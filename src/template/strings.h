@@ -15,8 +15,8 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
 size_t py_count(const std::string& s, const std::string& sub);
 std::string ascii_upper(std::string s);
 std::string ascii_lower(std::string s);
-std::string py_title(const std::string& s);       // str.title()
-std::string py_capitalize(const std::string& s);  // str.capitalize()
+std::string py_title(const std::string& s);                      // str.title()
+std::string py_capitalize(const std::string& s);                 // str.capitalize()
 bool py_is(const std::string& s, const std::string& predicate);  // isdigit, isalpha, isalnum, isspace, isupper...
 bool py_space(char32_t c);
 // markupsafe.escape: & < > " ' as entities.

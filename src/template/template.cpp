@@ -27,14 +27,16 @@ std::vector<std::pair<std::string, value>> make_globals(render_state& st) {
                        std::tm tm = st.opts.now ? st.opts.now() : system_now();
                        std::array<char, 512> buf{};
                        size_t n = fmt_str.empty() ? 0 : std::strftime(buf.data(), buf.size(), fmt_str.c_str(), &tm);
-                       if (n == 0 && !fmt_str.empty()) fail("template", "strftime_now: format too long or empty result");
+                       if (n == 0 && !fmt_str.empty())
+                           fail("template", "strftime_now: format too long or empty result");
                        return value::string(std::string(buf.data(), n));
                    }));
     g.emplace_back("range", value::callable("range", [&st](call_args& a) {
                        std::vector<int64_t> p;
                        for (auto& v : a.positional) {
                            if (!v.is_number() || v.type() == kind::floating)
-                               fail("template", "TypeError: '{}' object cannot be interpreted as an integer", v.py_type());
+                               fail("template", "TypeError: '{}' object cannot be interpreted as an integer",
+                                    v.py_type());
                            p.push_back(v.as_int());
                        }
                        if (p.empty() || p.size() > 3) fail("template", "TypeError: range expects 1 to 3 arguments");
@@ -55,7 +57,8 @@ std::vector<std::pair<std::string, value>> make_globals(render_state& st) {
             } else {
                 for (auto& pair : iterate(p)) {
                     std::vector<value> kv = iterate(pair);
-                    if (kv.size() != 2) fail("template", "ValueError: dictionary update sequence element has wrong length");
+                    if (kv.size() != 2)
+                        fail("template", "ValueError: dictionary update sequence element has wrong length");
                     target.dict_ref().set(kv[0], kv[1]);
                 }
             }

@@ -23,11 +23,11 @@ namespace memtile::jinja {
 struct program;
 
 struct render_options {
-    size_t max_steps = 10'000'000;    // evaluated statements and expressions
-    size_t max_depth = 200;           // nested macro calls (and parser nesting)
-    size_t max_output = 16u << 20;    // bytes of output, and of any string built while rendering
-    size_t max_items = 1u << 20;      // elements of any list built while rendering (range, *, +)
-    std::function<std::tm()> now;     // local time for strftime_now; empty: the system clock
+    size_t max_steps = 10'000'000;  // evaluated statements and expressions
+    size_t max_depth = 200;         // nested macro calls (and parser nesting)
+    size_t max_output = 16u << 20;  // bytes of output, and of any string built while rendering
+    size_t max_items = 1u << 20;    // elements of any list built while rendering (range, *, +)
+    std::function<std::tm()> now;   // local time for strftime_now; empty: the system clock
 };
 
 class chat_template {

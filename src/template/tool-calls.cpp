@@ -74,7 +74,9 @@ std::optional<tool_call> call_from_object(const json& j, std::initializer_list<c
     return std::nullopt;
 }
 
-parsed_output plain(std::string_view text) { return parsed_output{std::string(text), {}}; }
+parsed_output plain(std::string_view text) {
+    return parsed_output{std::string(text), {}};
+}
 
 parsed_output parse_hermes(std::string_view text) {
     parsed_output out;
@@ -195,8 +197,10 @@ parsed_output parse_deepseek_r1(std::string_view text) {
         if (nl == std::string_view::npos) return plain(text);
         std::string name = trim(rest.substr(0, nl));
         std::string body = trim(rest.substr(nl + 1));
-        if (body.starts_with("```json")) body.erase(0, 7);
-        else if (body.starts_with("```")) body.erase(0, 3);
+        if (body.starts_with("```json"))
+            body.erase(0, 7);
+        else if (body.starts_with("```"))
+            body.erase(0, 3);
         if (body.ends_with("```")) body.erase(body.size() - 3);
         auto j = parse_json(trim(body));
         auto args = j ? as_arguments(*j) : std::nullopt;
@@ -259,8 +263,8 @@ tool_call_format detect_tool_call_format(std::string_view src) {
 }
 
 std::optional<tool_call_format> tool_call_format_from_name(std::string_view name) {
-    for (auto f : {tool_call_format::none, tool_call_format::hermes, tool_call_format::llama3, tool_call_format::mistral,
-                   tool_call_format::deepseek_r1, tool_call_format::functionary_v3_1})
+    for (auto f : {tool_call_format::none, tool_call_format::hermes, tool_call_format::llama3,
+                   tool_call_format::mistral, tool_call_format::deepseek_r1, tool_call_format::functionary_v3_1})
         if (tool_call_format_name(f) == name) return f;
     return std::nullopt;
 }

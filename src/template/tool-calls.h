@@ -14,11 +14,11 @@
 namespace memtile::chat {
 
 enum class tool_call_format {
-    none,              // no tool calls: everything is content
-    hermes,            // Hermes 2/3, Qwen 2.5/3: <tool_call>{"name": .., "arguments": ..}</tool_call> (repeatable)
-    llama3,            // Llama 3.1/3.2: {"name": .., "parameters": ..} or <|python_tag|>{..} / name.call(k="v")
-    mistral,           // [TOOL_CALLS][{"name": .., "arguments": ..}, ...]
-    deepseek_r1,       // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{..}\n```...
+    none,     // no tool calls: everything is content
+    hermes,   // Hermes 2/3, Qwen 2.5/3: <tool_call>{"name": .., "arguments": ..}</tool_call> (repeatable)
+    llama3,   // Llama 3.1/3.2: {"name": .., "parameters": ..} or <|python_tag|>{..} / name.call(k="v")
+    mistral,  // [TOOL_CALLS][{"name": .., "arguments": ..}, ...]
+    deepseek_r1,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{..}\n```...
     functionary_v3_1,  // <function=NAME>{..}</function> (repeatable), <|python_tag|>code
 };
 

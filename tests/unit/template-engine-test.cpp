@@ -29,7 +29,8 @@ std::string render(const std::string& src, const json& ctx = json::object(), con
     return chat_template(src).render(ctx, o);
 }
 
-std::string error_of(const std::string& src, const json& ctx = json::object(), const render_options& o = fixed_clock()) {
+std::string error_of(const std::string& src, const json& ctx = json::object(),
+                     const render_options& o = fixed_clock()) {
     try {
         render(src, ctx, o);
     } catch (const memtile::error& e) {
@@ -218,7 +219,8 @@ TEST(template_engine, runtime_errors) {
     EXPECT_NE(error_of("{{ 'a' + d }}", {{"d", json::object()}}).find("can only concatenate str (not \"dict\") to str"),
               std::string::npos);
     EXPECT_NE(error_of("{{ undefined_fn() }}").find("UndefinedError"), std::string::npos);
-    EXPECT_NE(error_of("{{ [1] | map('upper') | tojson }}").find("generator is not JSON serializable"), std::string::npos);
+    EXPECT_NE(error_of("{{ [1] | map('upper') | tojson }}").find("generator is not JSON serializable"),
+              std::string::npos);
     EXPECT_NE(error_of("{{ [].append(1) }}").find("SecurityError"), std::string::npos);
     EXPECT_NE(error_of("{{ x | nosuchfilter }}").find("no filter named 'nosuchfilter'"), std::string::npos);
     // Undefined renders empty, is falsy and iterates as empty.
@@ -254,8 +256,8 @@ TEST(template_engine, output_limit_stops_memory_exhaustion) {
 }
 
 TEST(template_engine, chatml_fallback) {
-    json ctx = {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
-                                          {{"role", "user"}, {"content", "Hi"}}})},
+    json ctx = {{"messages",
+                 json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}})},
                 {"add_generation_prompt", true}};
     EXPECT_EQ(chat_template(std::string(memtile::jinja::chatml_template())).render(ctx),
               "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");

@@ -37,10 +37,6 @@ render_options fixed_clock() {
     return o;
 }
 
-std::string render(const std::string& src, const json& ctx = json::object(), const render_options& o = fixed_clock()) {
-    return chat_template(src).render(ctx, o);
-}
-
 // First differing byte with some context on both sides, for readable failures.
 std::string describe_diff(const std::string& want, const std::string& got) {
     size_t i = 0;
@@ -58,8 +54,8 @@ TEST(template_expected, all_cases) {
     size_t passed = 0, total = 0;
     for (auto& c : doc["cases"]) {
         ++total;
-        std::string name = c["template"].get<std::string>() + " / " + c["conversation"].get<std::string>() +
-                           " / #" + std::to_string(total - 1);
+        std::string name = c["template"].get<std::string>() + " / " + c["conversation"].get<std::string>() + " / #" +
+                           std::to_string(total - 1);
         json ctx = json::object();
         for (auto& [k, v] : c.items())
             if (k != "template" && k != "conversation" && k != "expected" && k != "expected_error" &&

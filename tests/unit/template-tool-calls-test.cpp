@@ -24,12 +24,15 @@ TEST(tool_calls, detects_format_from_template_markers) {
     EXPECT_EQ(detect_tool_call_format(shared_template("Qwen-Qwen2.5-7B-Instruct.jinja")), tool_call_format::hermes);
     EXPECT_EQ(detect_tool_call_format(shared_template("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")),
               tool_call_format::hermes);
-    EXPECT_EQ(detect_tool_call_format(shared_template("meta-llama-Llama-3.1-8B-Instruct.jinja")), tool_call_format::llama3);
-    EXPECT_EQ(detect_tool_call_format(shared_template("meta-llama-Llama-3.2-3B-Instruct.jinja")), tool_call_format::llama3);
+    EXPECT_EQ(detect_tool_call_format(shared_template("meta-llama-Llama-3.1-8B-Instruct.jinja")),
+              tool_call_format::llama3);
+    EXPECT_EQ(detect_tool_call_format(shared_template("meta-llama-Llama-3.2-3B-Instruct.jinja")),
+              tool_call_format::llama3);
     EXPECT_EQ(detect_tool_call_format(shared_template("llama-cpp-deepseek-r1.jinja")), tool_call_format::deepseek_r1);
     EXPECT_EQ(detect_tool_call_format(shared_template("meetkai-functionary-medium-v3.1.jinja")),
               tool_call_format::functionary_v3_1);
-    EXPECT_EQ(detect_tool_call_format(shared_template("microsoft-Phi-3.5-mini-instruct.jinja")), tool_call_format::none);
+    EXPECT_EQ(detect_tool_call_format(shared_template("microsoft-Phi-3.5-mini-instruct.jinja")),
+              tool_call_format::none);
     EXPECT_EQ(detect_tool_call_format("{{ '[TOOL_CALLS]' }}"), tool_call_format::mistral);
     EXPECT_EQ(tool_call_format_from_name("deepseek-r1"), tool_call_format::deepseek_r1);
     EXPECT_FALSE(tool_call_format_from_name("bogus"));
@@ -53,7 +56,8 @@ TEST(tool_calls, hermes) {
 }
 
 TEST(tool_calls, llama3) {
-    auto r = parse_tool_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", tool_call_format::llama3);
+    auto r = parse_tool_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+                              tool_call_format::llama3);
     ASSERT_EQ(r.calls.size(), 1u);
     EXPECT_EQ(r.calls[0].name, "get_weather");
     EXPECT_EQ(r.calls[0].arguments, json({{"city", "Paris"}}));
@@ -61,12 +65,14 @@ TEST(tool_calls, llama3) {
     auto tagged = parse_tool_calls("<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", tool_call_format::llama3);
     ASSERT_EQ(tagged.calls.size(), 1u);
     EXPECT_EQ(tagged.calls[0].name, "f");
-    auto builtin = parse_tool_calls("<|python_tag|>brave_search.call(query=\"weather Paris\")", tool_call_format::llama3);
+    auto builtin =
+        parse_tool_calls("<|python_tag|>brave_search.call(query=\"weather Paris\")", tool_call_format::llama3);
     ASSERT_EQ(builtin.calls.size(), 1u);
     EXPECT_EQ(builtin.calls[0].name, "brave_search");
     EXPECT_EQ(builtin.calls[0].arguments, json({{"query", "weather Paris"}}));
     // Prose that merely contains JSON, and truncated JSON, stay text.
-    EXPECT_TRUE(parse_tool_calls("Use {\"name\": \"f\", \"parameters\": {}} like this", tool_call_format::llama3).calls.empty());
+    EXPECT_TRUE(parse_tool_calls("Use {\"name\": \"f\", \"parameters\": {}} like this", tool_call_format::llama3)
+                    .calls.empty());
     auto bad = parse_tool_calls("{\"name\": \"f\", \"parameters\": {", tool_call_format::llama3);
     EXPECT_TRUE(bad.calls.empty());
     EXPECT_EQ(bad.content, "{\"name\": \"f\", \"parameters\": {");
