@@ -10,6 +10,25 @@
 
 namespace memtile::jinja {
 
+namespace {
+
+// Bounds the recursion of repr, JSON and comparisons: templates can build arbitrarily nested lists through a
+// namespace, and a stack overflow must become an error instead.
+struct nest_guard {
+    static inline thread_local int depth = 0;
+    nest_guard() {
+        if (++depth > 512) {
+            --depth;
+            fail("template", "value nested too deeply (more than 512 levels)");
+        }
+    }
+    ~nest_guard() { --depth; }
+    nest_guard(const nest_guard&) = delete;
+    nest_guard& operator=(const nest_guard&) = delete;
+};
+
+}  // namespace
+
 const value* dict_data::find(const value& key) const {
     for (auto& [k, v] : items)
         if (py_equal(k, key)) return &v;
@@ -238,6 +257,7 @@ std::string value::str() const {
 }
 
 std::string value::repr() const {
+    nest_guard guard;
     switch (kind_) {
         case kind::undefined: return "Undefined";
         case kind::none: return "None";
@@ -304,6 +324,7 @@ static std::string json_key(const value& k) {
 }
 
 static void json_dump(std::string& out, const value& v, int indent, int level) {
+    nest_guard guard;
     auto newline = [&](int lvl) {
         out += '\n';
         out.append(static_cast<size_t>(indent * lvl), ' ');
@@ -418,6 +439,7 @@ bool value::same_as(const value& o) const {
 }
 
 bool py_equal(const value& a, const value& b) {
+    nest_guard guard;
     if (a.is_number() && b.is_number()) {
         if (a.type() == kind::floating || b.type() == kind::floating) return a.as_float() == b.as_float();
         return a.as_int() == b.as_int();
@@ -450,6 +472,7 @@ bool py_equal(const value& a, const value& b) {
 }
 
 int py_compare(const value& a, const value& b) {
+    nest_guard guard;
     if (a.is_number() && b.is_number()) {
         if (a.type() == kind::floating || b.type() == kind::floating) {
             double x = a.as_float(), y = b.as_float();

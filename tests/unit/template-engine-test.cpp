@@ -241,6 +241,14 @@ TEST(template_engine, depth_limit_stops_runaway_recursion) {
     EXPECT_NE(error_of("{{ " + deep + " }}").find("nesting too deep"), std::string::npos);
 }
 
+TEST(template_engine, deeply_nested_values_fail_cleanly) {
+    const std::string build =
+        "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+    EXPECT_NE(error_of(build + "{{ ns.x }}").find("nested too deeply"), std::string::npos);
+    EXPECT_NE(error_of(build + "{{ ns.x | tojson }}").find("nested too deeply"), std::string::npos);
+    EXPECT_NE(error_of(build + "{{ ns.x == ns.x[0] }}").find("nested too deeply"), std::string::npos);
+}
+
 TEST(template_engine, output_limit_stops_memory_exhaustion) {
     render_options o = fixed_clock();
     o.max_output = 1 << 16;
