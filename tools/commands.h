@@ -23,5 +23,6 @@ std::unique_ptr<command> make_convert_command();
 std::unique_ptr<command> make_run_command();
 std::unique_ptr<command> make_tokenize_command();
 std::unique_ptr<command> make_detokenize_command();
+std::unique_ptr<command> make_template_command();
 
 }  // namespace memtile::cli
