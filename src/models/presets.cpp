@@ -46,6 +46,18 @@ std::vector<model_preset> build() {
                  make("llama", 32000, 288, 6, 6, 6, 768, 256, 10000.0f, 1e-5f, true)});
     p.push_back({"tiny", "tiny test model (E 256, 2 layers, GQA 4/2, FF 768, vocab 512)",
                  make("llama", 512, 256, 2, 4, 2, 768, 512, 10000.0f, 1e-5f, false)});
+    // Small models of each architecture feature, for tests: NeoX RoPE + QKV bias + tied output (qwen2),
+    // fused QKV and gate/up (phi3), MQA + Llama 3.1 RoPE factors + tied output (llama3).
+    p.push_back({"tiny-qwen2", "tiny qwen2 test model (QKV bias, NeoX RoPE, tied output)",
+                 make("qwen2", 512, 256, 2, 4, 2, 768, 512, 1000000.0f, 1e-6f, true)});
+    p.push_back({"tiny-phi3", "tiny phi3 test model (fused QKV and gate/up)",
+                 make("phi3", 512, 256, 2, 4, 4, 512, 512, 10000.0f, 1e-5f, false)});
+    model_preset l3{"tiny-llama3", "tiny Llama-3.1-style test model (MQA, RoPE factors, tied output)",
+                    make("llama", 512, 256, 2, 4, 1, 512, 2048, 500000.0f, 1e-5f, true)};
+    l3.config.has_rope_freqs = true;
+    l3.rope_scale_factor = 8;
+    l3.rope_original_ctx = 64;
+    p.push_back(l3);
     for (auto& x : p) x.config.name = "memtile-synthetic-" + x.name;
     return p;
 }

@@ -34,10 +34,10 @@ void fill_rows(const tensor_spec& spec, const model_preset& preset, uint64_t see
         std::copy(f.begin(), f.end(), dst);
         return;
     }
-    if (spec.is_norm()) {
-        const bool bias = spec.role == tensor_role::attn_q_bias || spec.role == tensor_role::attn_k_bias ||
-                          spec.role == tensor_role::attn_v_bias;
-        std::fill(dst, dst + n_rows * row_len, bias ? 0.0f : 1.0f);
+    const bool bias = spec.role == tensor_role::attn_q_bias || spec.role == tensor_role::attn_k_bias ||
+                      spec.role == tensor_role::attn_v_bias;
+    if (spec.is_norm() && !bias) {
+        std::fill(dst, dst + n_rows * row_len, 1.0f);
         return;
     }
     for (int64_t r = 0; r < n_rows; r++) {
