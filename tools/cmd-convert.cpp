@@ -20,10 +20,11 @@ public:
 
     int run() override {
         const auto r = import_llama2c(in_, out_);
-        fmt::print("wrote {}: llama2.c model, dim {}, hidden {}, {} layers, {} heads ({} kv), vocab {}, context {}, "
-                   "{} classifier\n",
-                   out_, r.dim, r.hidden_dim, r.n_layers, r.n_heads, r.n_kv_heads, r.vocab_size, r.seq_len,
-                   r.shared_classifier ? "shared" : "separate");
+        fmt::print(
+            "wrote {}: llama2.c model, dim {}, hidden {}, {} layers, {} heads ({} kv), vocab {}, context {}, "
+            "{} classifier\n",
+            out_, r.dim, r.hidden_dim, r.n_layers, r.n_heads, r.n_kv_heads, r.vocab_size, r.seq_len,
+            r.shared_classifier ? "shared" : "separate");
         return 0;
     }
 
@@ -32,5 +33,7 @@ private:
 };
 
 }  // namespace
-std::unique_ptr<command> make_convert_command() { return std::make_unique<convert_command>(); }
+std::unique_ptr<command> make_convert_command() {
+    return std::make_unique<convert_command>();
+}
 }  // namespace memtile::cli

@@ -43,5 +43,7 @@ private:
 };
 
 }  // namespace
-std::unique_ptr<command> make_gen_command() { return std::make_unique<gen_command>(); }
+std::unique_ptr<command> make_gen_command() {
+    return std::make_unique<gen_command>();
+}
 }  // namespace memtile::cli

@@ -58,13 +58,19 @@ public:
         const uint32_t ctx = ctx_ ? ctx_ : (cfg ? std::min(cfg->n_ctx_train, k_default_ctx) : k_default_ctx);
         if (cfg) {
             const auto& c = *cfg;
-            j["hparams"] = {{"n_vocab", c.n_vocab},         {"context_length", c.n_ctx_train},
-                            {"n_embd", c.n_embd},           {"n_layer", c.n_layer},
-                            {"n_head", c.n_head},           {"n_head_kv", c.n_head_kv},
-                            {"head_dim", c.head_dim},       {"n_ff", c.n_ff},
-                            {"n_rot", c.n_rot},             {"rope_freq_base", c.rope_freq_base},
+            j["hparams"] = {{"n_vocab", c.n_vocab},
+                            {"context_length", c.n_ctx_train},
+                            {"n_embd", c.n_embd},
+                            {"n_layer", c.n_layer},
+                            {"n_head", c.n_head},
+                            {"n_head_kv", c.n_head_kv},
+                            {"head_dim", c.head_dim},
+                            {"n_ff", c.n_ff},
+                            {"n_rot", c.n_rot},
+                            {"rope_freq_base", c.rope_freq_base},
                             {"rope_style", c.rope == rope_style::neox ? "neox" : "normal"},
-                            {"norm_eps", c.norm_eps},       {"tied_embeddings", c.tied_embeddings},
+                            {"norm_eps", c.norm_eps},
+                            {"tied_embeddings", c.tied_embeddings},
                             {"rope_freqs", c.has_rope_freqs}};
             j["moe"] = c.expert_count ? nlohmann::json{{"expert_count", c.expert_count},
                                                        {"expert_used_count", c.expert_used_count}}
@@ -117,8 +123,7 @@ private:
                     dtype kv) const {
         fmt::print("file:          {} (GGUF v{}, {})\n", path_, g.version(), format_bytes(g.file().size()));
         const std::string arch = j["architecture"].is_null() ? "(none)" : j["architecture"].get<std::string>();
-        fmt::print("architecture:  {}{}\n", arch,
-                   j["supported"].get<bool>() ? "" : "  (not runnable by memtile)");
+        fmt::print("architecture:  {}{}\n", arch, j["supported"].get<bool>() ? "" : "  (not runnable by memtile)");
         if (!j["name"].get<std::string>().empty()) fmt::print("name:          {}\n", j["name"].get<std::string>());
         if (j.contains("file_type")) fmt::print("file type:     {}\n", j["file_type"].get<std::string>());
         if (j.contains("config_error")) fmt::print("problem:       {}\n", j["config_error"].get<std::string>());
@@ -133,11 +138,11 @@ private:
             fmt::print("rope:          {}, {} dims, freq_base {:g}{}\n", h["rope_style"].get<std::string>(),
                        h["n_rot"].get<int>(), h["rope_freq_base"].get<double>(),
                        h["rope_freqs"].get<bool>() ? ", frequency factors" : "");
-            fmt::print("moe:           {}\n", j["moe"].is_string()
-                                                  ? std::string("dense")
-                                                  : fmt::format("{} experts, {} used per token",
-                                                                j["moe"]["expert_count"].get<int>(),
-                                                                j["moe"]["expert_used_count"].get<int>()));
+            fmt::print("moe:           {}\n",
+                       j["moe"].is_string()
+                           ? std::string("dense")
+                           : fmt::format("{} experts, {} used per token", j["moe"]["expert_count"].get<int>(),
+                                         j["moe"]["expert_used_count"].get<int>()));
         }
         const auto& tok = j["tokenizer"];
         fmt::print("tokenizer:     {}{}, {} tokens; chat template: {}\n",
@@ -179,5 +184,7 @@ private:
 };
 
 }  // namespace
-std::unique_ptr<command> make_inspect_command() { return std::make_unique<inspect_command>(); }
+std::unique_ptr<command> make_inspect_command() {
+    return std::make_unique<inspect_command>();
+}
 }  // namespace memtile::cli

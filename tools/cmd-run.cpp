@@ -116,8 +116,10 @@ public:
         if (verbose_) {
             fmt::print(stderr, "[memtile] model {} ({} {}, {} threads, ctx {}, KV {})\n", path, cfg.arch,
                        format_bytes(mm.weight_bytes), pool.size(), ctx.n_ctx(), model_.kv_type);
-            fmt::print(stderr, "[memtile] load {:.1f} ms, time to first token {:.1f} ms, prefill {:.1f} ms, decode "
-                       "{:.1f} ms\n", load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
+            fmt::print(stderr,
+                       "[memtile] load {:.1f} ms, time to first token {:.1f} ms, prefill {:.1f} ms, decode "
+                       "{:.1f} ms\n",
+                       load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
             fmt::print(stderr, "[memtile] {} streamed per token, {:.2f} GB/s achieved during decode\n",
                        format_bytes(mm.streamed_bytes_per_token), gbps);
         }
@@ -133,5 +135,7 @@ private:
 };
 
 }  // namespace
-std::unique_ptr<command> make_run_command() { return std::make_unique<run_command>(); }
+std::unique_ptr<command> make_run_command() {
+    return std::make_unique<run_command>();
+}
 }  // namespace memtile::cli

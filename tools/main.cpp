@@ -1,7 +1,7 @@
 // memtile: one binary, one sub-command per verb (tools/cmd-<verb>.cpp). Errors from the library are
 // printed here with a non-zero exit status.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <utility>

@@ -21,7 +21,9 @@ void model_flags::add(CLI::App* sub) {
         ->check(CLI::IsMember({"on", "off"}));
 }
 
-std::string model_flags::model_path() const { return model.empty() ? default_model_path() : model; }
+std::string model_flags::model_path() const {
+    return model.empty() ? default_model_path() : model;
+}
 
 model_options model_flags::options() const {
     model_options o;
@@ -36,6 +38,8 @@ uint32_t model_flags::context_for(uint32_t n_ctx_train) const {
     return ctx ? ctx : std::min<uint32_t>(n_ctx_train, 4096);
 }
 
-int model_flags::thread_count() const { return threads > 0 ? threads : thread_pool::default_threads(); }
+int model_flags::thread_count() const {
+    return threads > 0 ? threads : thread_pool::default_threads();
+}
 
 }  // namespace memtile::cli

@@ -28,8 +28,8 @@ struct sampling_flags {
     }
     sampling_params params() const {
         sampling_params q = p;
-        q.seed = seed >= 0 ? uint64_t(seed)
-                           : uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+        q.seed =
+            seed >= 0 ? uint64_t(seed) : uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count());
         return q;
     }
 };

@@ -10,26 +10,13 @@ namespace memtile {
 namespace {
 
 constexpr std::array<dtype_traits, 20> k_table{{
-    {dtype::f32, "F32", 1, 4, false},
-    {dtype::f16, "F16", 1, 2, false},
-    {dtype::q4_0, "Q4_0", 32, 18, true},
-    {dtype::q4_1, "Q4_1", 32, 20, true},
-    {dtype::q5_0, "Q5_0", 32, 22, true},
-    {dtype::q5_1, "Q5_1", 32, 24, true},
-    {dtype::q8_0, "Q8_0", 32, 34, true},
-    {dtype::q8_1, "Q8_1", 32, 36, true},
-    {dtype::q2_k, "Q2_K", 256, 84, true},
-    {dtype::q3_k, "Q3_K", 256, 110, true},
-    {dtype::q4_k, "Q4_K", 256, 144, true},
-    {dtype::q5_k, "Q5_K", 256, 176, true},
-    {dtype::q6_k, "Q6_K", 256, 210, true},
-    {dtype::q8_k, "Q8_K", 256, 292, true},
-    {dtype::i8, "I8", 1, 1, false},
-    {dtype::i16, "I16", 1, 2, false},
-    {dtype::i32, "I32", 1, 4, false},
-    {dtype::i64, "I64", 1, 8, false},
-    {dtype::f64, "F64", 1, 8, false},
-    {dtype::bf16, "BF16", 1, 2, false},
+    {dtype::f32, "F32", 1, 4, false},      {dtype::f16, "F16", 1, 2, false},      {dtype::q4_0, "Q4_0", 32, 18, true},
+    {dtype::q4_1, "Q4_1", 32, 20, true},   {dtype::q5_0, "Q5_0", 32, 22, true},   {dtype::q5_1, "Q5_1", 32, 24, true},
+    {dtype::q8_0, "Q8_0", 32, 34, true},   {dtype::q8_1, "Q8_1", 32, 36, true},   {dtype::q2_k, "Q2_K", 256, 84, true},
+    {dtype::q3_k, "Q3_K", 256, 110, true}, {dtype::q4_k, "Q4_K", 256, 144, true}, {dtype::q5_k, "Q5_K", 256, 176, true},
+    {dtype::q6_k, "Q6_K", 256, 210, true}, {dtype::q8_k, "Q8_K", 256, 292, true}, {dtype::i8, "I8", 1, 1, false},
+    {dtype::i16, "I16", 1, 2, false},      {dtype::i32, "I32", 1, 4, false},      {dtype::i64, "I64", 1, 8, false},
+    {dtype::f64, "F64", 1, 8, false},      {dtype::bf16, "BF16", 1, 2, false},
 }};
 
 }  // namespace

@@ -34,9 +34,9 @@ enum class dtype : uint32_t {
 
 struct dtype_traits {
     dtype type;
-    std::string_view name;   // GGUF/llama.cpp spelling, e.g. "Q4_K"
-    uint32_t block_elems;    // elements per block (1 for plain types)
-    uint32_t block_bytes;    // bytes per block
+    std::string_view name;  // GGUF/llama.cpp spelling, e.g. "Q4_K"
+    uint32_t block_elems;   // elements per block (1 for plain types)
+    uint32_t block_bytes;   // bytes per block
     bool quantized;
 };
 
@@ -45,7 +45,9 @@ const dtype_traits* find_dtype(uint32_t raw_id);
 const dtype_traits& traits(dtype t);
 std::optional<dtype> dtype_from_name(std::string_view name);  // case-insensitive
 
-inline std::string_view dtype_name(dtype t) { return traits(t).name; }
+inline std::string_view dtype_name(dtype t) {
+    return traits(t).name;
+}
 
 // Bytes of `n_elems` elements (n_elems must be a multiple of the block size; checked by callers that
 // parse untrusted input through row_bytes_checked).

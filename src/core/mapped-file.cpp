@@ -55,7 +55,9 @@ std::shared_ptr<mapped_file> mapped_file::open(const std::string& path, const lo
         while (done < f->size_) {
             ssize_t n = ::pread(fd.fd, static_cast<uint8_t*>(p) + done, f->size_ - done, static_cast<off_t>(done));
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) fail("io", "short read of '{}' at offset {}: {}", path, done, n < 0 ? std::strerror(errno) : "end of file");
+            if (n <= 0)
+                fail("io", "short read of '{}' at offset {}: {}", path, done,
+                     n < 0 ? std::strerror(errno) : "end of file");
             done += static_cast<size_t>(n);
         }
     }

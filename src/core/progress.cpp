@@ -14,7 +14,9 @@ progress_bar::progress_bar(std::string label, uint64_t total)
     start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
-progress_bar::~progress_bar() { finish(); }
+progress_bar::~progress_bar() {
+    finish();
+}
 
 void progress_bar::advance(uint64_t n) {
     done_ += n;

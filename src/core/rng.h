@@ -50,8 +50,8 @@ public:
     // uniforms from one 64-bit draw, standardised (support ±3.46σ). Used for bulk synthetic weights.
     float normal_fast() {
         const uint64_t x = next();
-        const uint32_t sum = uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) +
-                             uint32_t(x >> 48);
+        const uint32_t sum =
+            uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) + uint32_t(x >> 48);
         // sum/65536 + 2/65536 has mean 2 and variance 1/3 (up to 16-bit granularity).
         return (float(sum) + 2.0f - 131072.0f) * (1.7320508f / 65536.0f);
     }

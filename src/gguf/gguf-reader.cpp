@@ -32,8 +32,8 @@ public:
         const uint64_t at = pos_;
         const uint64_t len = read<uint64_t>(what.c_str());
         if (len > remaining())
-            error_at(at, fmt::format("{}: string length {} exceeds the {} bytes left in the file", what, len,
-                                     remaining()));
+            error_at(at,
+                     fmt::format("{}: string length {} exceeds the {} bytes left in the file", what, len, remaining()));
         std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
         pos_ += len;
         return s;
@@ -79,7 +79,8 @@ public:
         // the file, and no real model has arrays beyond a few million entries (vocabularies, merges).
         constexpr uint64_t k_max_items = uint64_t(1) << 24;
         if (count > k_max_items)
-            error_at(count_at, fmt::format("{}: array of {} elements exceeds the limit of {}", what, count, k_max_items));
+            error_at(count_at,
+                     fmt::format("{}: array of {} elements exceeds the limit of {}", what, count, k_max_items));
         if (count > remaining() / min_size)
             error_at(count_at, fmt::format("{}: array of {} {} elements cannot fit in the {} bytes left", what, count,
                                            gguf_type_name(et), remaining()));
@@ -92,7 +93,8 @@ public:
     void parse_into(gguf_file& g) {
         const uint32_t magic = read<uint32_t>("magic");
         if (magic != k_gguf_magic)
-            error_at(0, fmt::format("not a GGUF file (magic 0x{:08x}, expected 0x{:08x} \"GGUF\")", magic, k_gguf_magic));
+            error_at(0,
+                     fmt::format("not a GGUF file (magic 0x{:08x}, expected 0x{:08x} \"GGUF\")", magic, k_gguf_magic));
         g.version_ = read<uint32_t>("version");
         if (g.version_ == 1) error_at(4, "GGUF version 1 is not supported (convert the file with a newer tool)");
         if (g.version_ != 2 && g.version_ != 3)

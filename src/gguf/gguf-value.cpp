@@ -8,13 +8,15 @@
 namespace memtile {
 
 std::string_view gguf_type_name(gguf_type t) {
-    static constexpr std::string_view names[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+    static constexpr std::string_view names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                  "bool", "string", "array", "u64", "i64", "f64"};
     const auto i = static_cast<uint32_t>(t);
     return i < std::size(names) ? names[i] : "invalid";
 }
 
-bool gguf_type_valid(uint32_t raw) { return raw <= static_cast<uint32_t>(gguf_type::f64); }
+bool gguf_type_valid(uint32_t raw) {
+    return raw <= static_cast<uint32_t>(gguf_type::f64);
+}
 
 uint32_t gguf_scalar_size(gguf_type t) {
     switch (t) {
@@ -42,10 +44,16 @@ gguf_value gguf_value::scalar(gguf_type t, uint64_t bits) {
     return v;
 }
 
-gguf_value gguf_value::signed_scalar(gguf_type t, int64_t x) { return scalar(t, static_cast<uint64_t>(x)); }
+gguf_value gguf_value::signed_scalar(gguf_type t, int64_t x) {
+    return scalar(t, static_cast<uint64_t>(x));
+}
 
-gguf_value gguf_value::f32(float x) { return scalar(gguf_type::f32, std::bit_cast<uint64_t>(double(x))); }
-gguf_value gguf_value::f64(double x) { return scalar(gguf_type::f64, std::bit_cast<uint64_t>(x)); }
+gguf_value gguf_value::f32(float x) {
+    return scalar(gguf_type::f32, std::bit_cast<uint64_t>(double(x)));
+}
+gguf_value gguf_value::f64(double x) {
+    return scalar(gguf_type::f64, std::bit_cast<uint64_t>(x));
+}
 
 gguf_value gguf_value::string(std::string s) {
     gguf_value v;
@@ -57,7 +65,8 @@ gguf_value gguf_value::string(std::string s) {
 gguf_value gguf_value::array(gguf_type elem_type, std::vector<gguf_value> items) {
     for (const auto& it : items)
         if (it.type_ != elem_type)
-            fail("gguf", "array of {} holds an element of type {}", gguf_type_name(elem_type), gguf_type_name(it.type_));
+            fail("gguf", "array of {} holds an element of type {}", gguf_type_name(elem_type),
+                 gguf_type_name(it.type_));
     gguf_value v;
     v.type_ = gguf_type::array;
     v.elem_type_ = elem_type;

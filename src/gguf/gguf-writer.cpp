@@ -42,7 +42,9 @@ void gguf_writer::add_tensor(const std::string& name, dtype type, std::vector<ui
     tensors_.push_back({name, type, std::move(dims), row_bytes(type, n), 0});
 }
 
-uint64_t gguf_writer::tensor_bytes(size_t i) const { return tensors_.at(i).n_bytes; }
+uint64_t gguf_writer::tensor_bytes(size_t i) const {
+    return tensors_.at(i).n_bytes;
+}
 
 void gguf_writer::put(const void* p, size_t n) {
     if (n && std::fwrite(p, 1, n, out_) != n) fail("gguf", "write to '{}' failed: {}", path_, std::strerror(errno));
@@ -57,17 +59,61 @@ void gguf_writer::put_string(const std::string& s) {
 
 void gguf_writer::put_value(const gguf_value& v) {
     switch (v.type()) {
-        case gguf_type::u8: { const uint8_t x = uint8_t(v.as_u64()); put(&x, 1); break; }
-        case gguf_type::i8: { const int8_t x = int8_t(v.as_i64()); put(&x, 1); break; }
-        case gguf_type::u16: { const uint16_t x = uint16_t(v.as_u64()); put(&x, 2); break; }
-        case gguf_type::i16: { const int16_t x = int16_t(v.as_i64()); put(&x, 2); break; }
-        case gguf_type::u32: { const uint32_t x = uint32_t(v.as_u64()); put(&x, 4); break; }
-        case gguf_type::i32: { const int32_t x = int32_t(v.as_i64()); put(&x, 4); break; }
-        case gguf_type::u64: { const uint64_t x = v.as_u64(); put(&x, 8); break; }
-        case gguf_type::i64: { const int64_t x = v.as_i64(); put(&x, 8); break; }
-        case gguf_type::f32: { const float x = float(v.as_f64()); put(&x, 4); break; }
-        case gguf_type::f64: { const double x = v.as_f64(); put(&x, 8); break; }
-        case gguf_type::boolean: { const uint8_t x = v.as_bool() ? 1 : 0; put(&x, 1); break; }
+        case gguf_type::u8: {
+            const uint8_t x = uint8_t(v.as_u64());
+            put(&x, 1);
+            break;
+        }
+        case gguf_type::i8: {
+            const int8_t x = int8_t(v.as_i64());
+            put(&x, 1);
+            break;
+        }
+        case gguf_type::u16: {
+            const uint16_t x = uint16_t(v.as_u64());
+            put(&x, 2);
+            break;
+        }
+        case gguf_type::i16: {
+            const int16_t x = int16_t(v.as_i64());
+            put(&x, 2);
+            break;
+        }
+        case gguf_type::u32: {
+            const uint32_t x = uint32_t(v.as_u64());
+            put(&x, 4);
+            break;
+        }
+        case gguf_type::i32: {
+            const int32_t x = int32_t(v.as_i64());
+            put(&x, 4);
+            break;
+        }
+        case gguf_type::u64: {
+            const uint64_t x = v.as_u64();
+            put(&x, 8);
+            break;
+        }
+        case gguf_type::i64: {
+            const int64_t x = v.as_i64();
+            put(&x, 8);
+            break;
+        }
+        case gguf_type::f32: {
+            const float x = float(v.as_f64());
+            put(&x, 4);
+            break;
+        }
+        case gguf_type::f64: {
+            const double x = v.as_f64();
+            put(&x, 8);
+            break;
+        }
+        case gguf_type::boolean: {
+            const uint8_t x = v.as_bool() ? 1 : 0;
+            put(&x, 1);
+            break;
+        }
         case gguf_type::string: put_string(v.as_string()); break;
         case gguf_type::array: {
             const uint32_t et = static_cast<uint32_t>(v.elem_type());
@@ -162,7 +208,8 @@ void gguf_writer::write_file(const std::string& path, const std::vector<std::spa
     begin(path);
     for (size_t i = 0; i < data.size(); i++) {
         if (data[i].size() != tensors_[i].n_bytes)
-            fail("gguf", "tensor '{}': {} bytes given, {} expected", tensors_[i].name, data[i].size(), tensors_[i].n_bytes);
+            fail("gguf", "tensor '{}': {} bytes given, {} expected", tensors_[i].name, data[i].size(),
+                 tensors_[i].n_bytes);
         write_tensor_data(data[i]);
     }
     finish();

@@ -29,7 +29,8 @@ llama2c_import_result import_llama2c(const std::string& in_path, const std::stri
     if (r.vocab_size <= 0 || r.vocab_size > 1 << 22) bad("vocab_size", h[5]);
     if (r.seq_len <= 0 || r.seq_len > 1 << 24) bad("seq_len", r.seq_len);
 
-    const uint64_t D = uint64_t(r.dim), H = uint64_t(r.hidden_dim), L = uint64_t(r.n_layers), V = uint64_t(r.vocab_size);
+    const uint64_t D = uint64_t(r.dim), H = uint64_t(r.hidden_dim), L = uint64_t(r.n_layers),
+                   V = uint64_t(r.vocab_size);
     const uint64_t hs = D / uint64_t(r.n_heads), KV = hs * uint64_t(r.n_kv_heads);
     // Section sizes in floats, in file order.
     struct section {
@@ -58,9 +59,11 @@ llama2c_import_result import_llama2c(const std::string& in_path, const std::stri
     }
     (void)p;
     if (f->size() != expected)
-        fail("llama2c", "{}: file has {} bytes, but the header (dim {}, hidden {}, {} layers, {} heads, {} kv heads, "
-             "vocab {}, {} classifier) implies {}", in_path, f->size(), r.dim, r.hidden_dim, r.n_layers, r.n_heads,
-             r.n_kv_heads, r.vocab_size, r.shared_classifier ? "shared" : "separate", expected);
+        fail("llama2c",
+             "{}: file has {} bytes, but the header (dim {}, hidden {}, {} layers, {} heads, {} kv heads, "
+             "vocab {}, {} classifier) implies {}",
+             in_path, f->size(), r.dim, r.hidden_dim, r.n_layers, r.n_heads, r.n_kv_heads, r.vocab_size,
+             r.shared_classifier ? "shared" : "separate", expected);
 
     model_config c;
     c.arch = "llama";
@@ -88,7 +91,9 @@ llama2c_import_result import_llama2c(const std::string& in_path, const std::stri
     // Every llama2.c matrix is stored PyTorch-style [out, in] row-major, which is GGUF's [in, out] with the
     // same bytes; per-layer sections are concatenated, so layer l starts at l × (per-layer size).
     std::vector<std::span<const uint8_t>> data;
-    auto bytes = [](const float* q, uint64_t n) { return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(q), n * 4); };
+    auto bytes = [](const float* q, uint64_t n) {
+        return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(q), n * 4);
+    };
     for (const auto& spec : tensor_table(c)) {
         if (!spec.required) continue;
         const float* base = nullptr;

@@ -27,8 +27,8 @@ uint64_t row_seed(uint64_t seed, uint64_t tensor, uint64_t row) {
     return splitmix64(s);
 }
 
-void fill_rows(const tensor_spec& spec, const model_preset& preset, uint64_t seed, uint64_t tensor_index,
-               int64_t row0, int64_t n_rows, int64_t row_len, float* dst) {
+void fill_rows(const tensor_spec& spec, const model_preset& preset, uint64_t seed, uint64_t tensor_index, int64_t row0,
+               int64_t n_rows, int64_t row_len, float* dst) {
     if (spec.role == tensor_role::rope_freqs) {
         const auto f = llama3_rope_factors(preset);
         std::copy(f.begin(), f.end(), dst);

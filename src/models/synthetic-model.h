@@ -1,6 +1,6 @@
 // Synthetic models with random weights and the exact shapes of a real architecture: the benchmark
-// workload of the project. Weights approximately N(0, 0.02²) (seeded; rng::normal_fast), norms 1, biases like weights; written as a streamed GGUF
-// (memory use is bounded by one chunk of rows, not the file size).
+// workload of the project. Weights approximately N(0, 0.02²) (seeded; rng::normal_fast), norms 1, biases like weights;
+// written as a streamed GGUF (memory use is bounded by one chunk of rows, not the file size).
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,7 @@ std::string dims_to_string(const std::vector<uint64_t>& dims) {
 }
 
 std::vector<tensor_spec> tensor_table(const model_config& c) {
-    if (!arch_supported(c.arch))
-        fail("model", "unknown architecture '{}' (supported: {})", c.arch, supported_archs());
+    if (!arch_supported(c.arch)) fail("model", "unknown architecture '{}' (supported: {})", c.arch, supported_archs());
     const uint64_t E = c.n_embd, V = c.n_vocab, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
     const bool phi3 = c.arch == "phi3", qwen2 = c.arch == "qwen2";
     std::vector<tensor_spec> t;

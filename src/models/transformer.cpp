@@ -102,10 +102,16 @@ forward_context::forward_context(const transformer& m, uint32_t n_ctx, dtype kv_
 
 forward_context::~forward_context() = default;
 
-uint32_t forward_context::used() const { return kv_->used; }
-uint32_t forward_context::n_ctx() const { return kv_->n_ctx(); }
+uint32_t forward_context::used() const {
+    return kv_->used;
+}
+uint32_t forward_context::n_ctx() const {
+    return kv_->n_ctx();
+}
 
-void forward_context::truncate(uint32_t n_tokens) { kv_->used = std::min(kv_->used, n_tokens); }
+void forward_context::truncate(uint32_t n_tokens) {
+    kv_->used = std::min(kv_->used, n_tokens);
+}
 
 std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
     const auto& c = m_.config();
@@ -113,8 +119,8 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
     if (n == 0) fail("model", "forward() called with no tokens");
     const uint32_t pos0 = kv_->used;
     if (uint64_t(pos0) + uint64_t(n) > kv_->n_ctx())
-        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", pos0,
-             n, kv_->n_ctx());
+        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", pos0, n,
+             kv_->n_ctx());
     for (int32_t t : tokens)
         if (t < 0 || uint32_t(t) >= c.n_vocab)
             fail("model", "token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);

@@ -19,7 +19,7 @@ class kv_cache;
 class thread_pool;
 
 struct model_options {
-    load_options load;   // mmap / no-mmap / mlock / prefault
+    load_options load;    // mmap / no-mmap / mlock / prefault
     bool repack = false;  // let the CPU kernels build interleaved layouts at load
 };
 

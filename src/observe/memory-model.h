@@ -15,7 +15,7 @@ namespace memtile {
 class gguf_file;
 
 struct memory_model {
-    uint64_t weight_bytes = 0;             // all tensor data in the file
+    uint64_t weight_bytes = 0;  // all tensor data in the file
     std::map<dtype, uint64_t> bytes_by_type;
     std::map<dtype, uint64_t> count_by_type;
     uint64_t streamed_bytes_per_token = 0;  // weights read per decoded token

@@ -8,7 +8,9 @@
 
 namespace memtile {
 
-bool can_encode(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || can_quantize(t); }
+bool can_encode(dtype t) {
+    return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 || can_quantize(t);
+}
 
 void encode_rows(dtype t, const float* src, uint8_t* dst, int64_t n_rows, int64_t row_len) {
     const int64_t n = n_rows * row_len;

@@ -43,7 +43,9 @@ const file_type_row* find_row(uint32_t raw) {
 }
 
 // Layers that get more bits in the _M mixtures: the first and last eighth, and every third in between.
-bool use_more_bits(uint32_t i, uint32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+bool use_more_bits(uint32_t i, uint32_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
 bool is_k_type(dtype t) {
     return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
@@ -59,7 +61,9 @@ std::optional<file_type> file_type_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-std::string_view file_type_name(file_type t) { return file_type_name(static_cast<uint32_t>(t)); }
+std::string_view file_type_name(file_type t) {
+    return file_type_name(static_cast<uint32_t>(t));
+}
 
 std::string_view file_type_name(uint32_t raw) {
     const auto* r = find_row(raw);

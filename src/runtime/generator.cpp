@@ -29,9 +29,8 @@ size_t held_suffix(const std::string& text, const std::vector<std::string>& stop
 
 }  // namespace
 
-generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp,
-                           const std::vector<int32_t>& prompt, const generate_options& o,
-                           const text_callback& on_text) {
+generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
+                           const generate_options& o, const text_callback& on_text) {
     if (prompt.empty()) fail("generate", "empty prompt: at least one token (e.g. BOS) is needed");
     if (o.n_predict < 0) fail("generate", "n_predict must be >= 0 (got {})", o.n_predict);
     for (const auto& s : o.stop)

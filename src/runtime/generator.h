@@ -16,7 +16,7 @@ class tokenizer;
 class forward_context;
 
 struct generate_options {
-    int n_predict = 128;  // tokens to generate; 0 generates nothing (prefill only)
+    int n_predict = 128;            // tokens to generate; 0 generates nothing (prefill only)
     std::vector<std::string> stop;  // generation ends before the first occurrence of any of these strings
     bool ignore_eos = false;
 };
@@ -37,7 +37,7 @@ struct generation_result {
 using text_callback = std::function<bool(const std::string& piece, int32_t token)>;
 
 // Prompt tokens are appended to what the context already holds (multi-turn chat keeps its cache).
-generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp,
-                           const std::vector<int32_t>& prompt, const generate_options& o, const text_callback& on_text);
+generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
+                           const generate_options& o, const text_callback& on_text);
 
 }  // namespace memtile

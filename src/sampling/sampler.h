@@ -14,10 +14,10 @@ namespace memtile {
 
 struct sampling_params {
     float temperature = 0.8f;
-    int top_k = 40;          // <= 0: disabled
-    float top_p = 0.95f;     // >= 1: disabled
-    float min_p = 0.05f;     // <= 0: disabled; keeps tokens with p >= min_p * p_max
-    float repeat_penalty = 1.0f;     // 1: disabled; > 1 discourages tokens in the last repeat_last_n
+    int top_k = 40;               // <= 0: disabled
+    float top_p = 0.95f;          // >= 1: disabled
+    float min_p = 0.05f;          // <= 0: disabled; keeps tokens with p >= min_p * p_max
+    float repeat_penalty = 1.0f;  // 1: disabled; > 1 discourages tokens in the last repeat_last_n
     int repeat_last_n = 64;
     float presence_penalty = 0.0f;   // subtracted once from tokens present in the window
     float frequency_penalty = 0.0f;  // subtracted per occurrence in the window

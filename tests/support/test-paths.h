@@ -8,7 +8,9 @@
 
 namespace memtile::test {
 
-inline std::string shared_path(const std::string& rel) { return std::string(MEMTILE_SHARED_DIR) + "/" + rel; }
+inline std::string shared_path(const std::string& rel) {
+    return std::string(MEMTILE_SHARED_DIR) + "/" + rel;
+}
 
 inline std::filesystem::path scratch_dir() {
     static const std::filesystem::path dir = [] {
@@ -19,6 +21,8 @@ inline std::filesystem::path scratch_dir() {
     return dir;
 }
 
-inline std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
+inline std::string scratch(const std::string& name) {
+    return (scratch_dir() / name).string();
+}
 
 }  // namespace memtile::test

@@ -16,7 +16,9 @@ using namespace memtile;
 
 namespace {
 
-int argmax(std::span<const float> v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+int argmax(std::span<const float> v) {
+    return int(std::max_element(v.begin(), v.end()) - v.begin());
+}
 
 // Tolerance scheme: f32/f16/bf16 weights NMSE <= 1e-6, quantized weights <= 1e-4 (the engine may quantize
 // activations for integer dot products; the reference never does).

@@ -139,7 +139,8 @@ TEST(gguf, truncation_at_many_offsets_is_a_clean_error) {
     const uint64_t data_off = g->data_offset();
     // 50 cut points spread over the header (where parsing happens) plus some inside the tensor data.
     for (int i = 0; i < 50; i++) {
-        const size_t cut = i < 40 ? size_t(data_off * i / 40) : size_t(data_off + (bytes.size() - data_off) * (i - 39) / 12);
+        const size_t cut =
+            i < 40 ? size_t(data_off * i / 40) : size_t(data_off + (bytes.size() - data_off) * (i - 39) / 12);
         if (cut >= bytes.size()) continue;
         std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
         const std::string msg = parse_error(t);

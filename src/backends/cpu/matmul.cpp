@@ -26,6 +26,8 @@ void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, 
     pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
 }
 
-std::string matmul_path(dtype) { return "scalar"; }
+std::string matmul_path(dtype) {
+    return "scalar";
+}
 
 }  // namespace memtile::cpu
