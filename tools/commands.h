@@ -21,6 +21,7 @@ std::unique_ptr<command> make_inspect_command();
 std::unique_ptr<command> make_gen_command();
 std::unique_ptr<command> make_convert_command();
 std::unique_ptr<command> make_run_command();
+std::unique_ptr<command> make_chat_command();
 std::unique_ptr<command> make_tokenize_command();
 std::unique_ptr<command> make_detokenize_command();
 std::unique_ptr<command> make_template_command();
