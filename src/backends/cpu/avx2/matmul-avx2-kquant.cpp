@@ -13,15 +13,26 @@ namespace {
 constexpr int k_super = 256;
 
 // The 12 packed bytes of Q4_K/Q5_K scales as 16 int16 lanes: scales 0..7 in the low half, mins 0..7 in the
-// high half (layout in quant-formats.h, unpack_scale_min_k4).
+// high half (layout in quant-formats.h, unpack_scale_min_k4). With u0..u2 the three packed dwords:
+//   scales 0..3 = u0 & 0x3f,  scales 4..7 = (u2 & 0x0f) | ((u0 >> 6) << 4)
+//   mins   0..3 = u1 & 0x3f,  mins   4..7 = (u2 >> 4)  | ((u1 >> 6) << 4)      (per byte)
+// computed in SIMD registers so no scalar-to-vector transfer sits on the path. Reads 16 bytes; the block
+// continues after the scales, so the 4 extra bytes are in bounds.
 __m256i unpack_scales_mins(const uint8_t* packed) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
-    const uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    return _mm256_cvtepu8_epi16(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(mn_lo), int(mn_hi)));
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+    const __m128i low_src = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(low_src, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i high_src = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+    const __m128i high = _mm_and_si128(_mm_srli_epi32(high_src, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm256_cvtepu8_epi16(_mm_or_si128(low, high));
+}
+
+// The two f16 values at p (d, dmin) as floats in lanes 0 and 1.
+__m128 load_two_f16(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
 }
 
 // Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes scales, 128 bytes qs. Q5_K (176 bytes): the same with 32
@@ -55,7 +66,7 @@ struct q45_k_kernel {
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         for (int64_t ib = 0; ib < nb; ib++) {
             const uint8_t* b = row + ib * bytes;
-            const float dw = load_f16(b), dmin = load_f16(b + 2);
+            const __m128 dmin2 = load_two_f16(b);  // d, dmin
             const __m256i sm = unpack_scales_mins(b + 4);
             const __m256i scales = _mm256_permute2x128_si256(sm, sm, 0x00);
             // Each min repeated for the two 16-element groups of its 32-element sub-block.
@@ -82,10 +93,10 @@ struct q45_k_kernel {
                 }
             }
             for (int j = 0; j < nt; j++) {
-                const float dq = d[j][ib];
+                const __m128 s = _mm_mul_ps(dmin2, _mm_set1_ps(d[j][ib]));
                 const __m256i msum = _mm256_madd_epi16(loadu(bs[j] + ib * 16), mins2);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(dw * dq), acc[j]);
-                acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * dq), acc[j]);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_broadcastss_ps(s), acc[j]);
+                acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_broadcastss_ps(_mm_movehdup_ps(s)), acc[j]);
             }
         }
         for (int j = 0; j < nt; j++) out[j] = hsum(acc[j]);

@@ -29,32 +29,45 @@ struct q4_0_weights {
     }
 };
 
+// Decode (nt = 1) spreads consecutive blocks over four accumulators: one chain of dependent FMAs per block
+// would otherwise cap the rate at one block per FMA latency, below the memory stream.
 template <class W>
 struct legacy_kernel {
     static constexpr int tile = 4;
 
+    template <int nt, int u>
+    static void block(const uint8_t* row, int64_t ib, const int8_t* const* q, const float* const* d, __m256 (*acc)[u],
+                      int k) {
+        const uint8_t* b = row + ib * W::bytes;
+        const __m256i w = W::levels(b);
+        const __m256i aw = _mm256_abs_epi8(w);
+        const float dw = load_f16(b);
+        for (int j = 0; j < nt; j++) {
+            const __m256i p = dot_u8s8(aw, _mm256_sign_epi8(loadu(q[j] + ib * k_block), w));
+            acc[j][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * d[j][ib]), acc[j][k]);
+        }
+    }
+
     template <int nt>
     static void dot(const uint8_t* row, const act_view& a, int64_t t0, float* out) {
+        constexpr int u = nt == 1 ? 4 : nt == 2 ? 2 : 1;
         const int64_t nb = a.n_in / k_block;
         const int8_t* q[nt];
         const float* d[nt];
-        __m256 acc[nt];
+        __m256 acc[nt][u];
         for (int j = 0; j < nt; j++) {
             q[j] = a.qs + (t0 + j) * a.n_in;
             d[j] = a.d + (t0 + j) * nb;
-            acc[j] = _mm256_setzero_ps();
+            for (int k = 0; k < u; k++) acc[j][k] = _mm256_setzero_ps();
         }
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* b = row + ib * W::bytes;
-            const __m256i w = W::levels(b);
-            const __m256i aw = _mm256_abs_epi8(w);
-            const float dw = load_f16(b);
-            for (int j = 0; j < nt; j++) {
-                const __m256i p = dot_u8s8(aw, _mm256_sign_epi8(loadu(q[j] + ib * k_block), w));
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * d[j][ib]), acc[j]);
-            }
+        int64_t ib = 0;
+        for (; ib + u <= nb; ib += u)
+            for (int k = 0; k < u; k++) block<nt, u>(row, ib + k, q, d, acc, k);
+        for (; ib < nb; ib++) block<nt, u>(row, ib, q, d, acc, 0);
+        for (int j = 0; j < nt; j++) {
+            for (int k = 1; k < u; k++) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][k]);
+            out[j] = hsum(acc[j][0]);
         }
-        for (int j = 0; j < nt; j++) out[j] = hsum(acc[j]);
     }
 };
 
