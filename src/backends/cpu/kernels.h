@@ -71,34 +71,37 @@ inline gemm_fn kernel_for(const kernel_set& k, dtype t) {
     }
 }
 
-// Token tiling shared by every kernel: rows outer, tokens in tiles of `Tile` inner, so one weight row (a few
-// KB, in L1) is reused for every token of a block of `k_token_block` tokens (their activations stay in L2)
-// and each weight block unpacked into registers serves `Tile` tokens. K::dot<nt>(row, a, t0, out) computes
-// out[j] = dot(row, token t0 + j) for j < nt; nt = 1 is the decode (gemv) case.
-inline constexpr int64_t k_token_block = 64;
+// Tiling shared by every kernel. Rows are taken in blocks of about k_row_block_bytes of weights; for each
+// block, tiles of `K::tile` tokens pass over all its rows. The block stays in L2 while the tiles pass, a
+// tile's activations (at most 4 tokens, <= 90 KB even as f32 for n_in = 5632) stay close while the rows
+// pass, and each weight vector unpacked into registers serves every token of the tile, so prefill is
+// bound by arithmetic, not by the weight stream. K::dot<nt>(row, a, t0, out) computes
+// out[j] = dot(row, token t0 + j) for j < nt; nt = 1 is the decode (gemv) case, a single pass over the rows.
+inline constexpr uint64_t k_row_block_bytes = 64 * 1024;
+
+template <class K, int nt>
+void gemm_rows(const weight_view& w, const act_view& a, int64_t t0, float* y, int64_t y_stride, int64_t r0,
+               int64_t r1) {
+    float out[nt];
+    for (int64_t o = r0; o < r1; o++) {
+        K::template dot<nt>(w.data + size_t(o) * w.row_bytes, a, t0, out);
+        for (int j = 0; j < nt; j++) y[(t0 + j) * y_stride + o] = out[j];
+    }
+}
 
 template <class K>
 void gemm_tiled(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                 int64_t r1) {
     constexpr int tile = K::tile;
     static_assert(tile == 4, "the remainder below covers 1..3 tokens");
-    for (int64_t tb = 0; tb < n_tok; tb += k_token_block) {
-        const int64_t te = tb + k_token_block < n_tok ? tb + k_token_block : n_tok;
-        for (int64_t o = r0; o < r1; o++) {
-            const uint8_t* row = w.data + size_t(o) * w.row_bytes;
-            float out[tile];
-            int64_t t = tb;
-            for (; t + tile <= te; t += tile) {
-                K::template dot<tile>(row, a, t, out);
-                for (int j = 0; j < tile; j++) y[(t + j) * y_stride + o] = out[j];
-            }
-            const int64_t rest = te - t;
-            if (rest == 0) continue;
-            if (rest == 1) K::template dot<1>(row, a, t, out);
-            if (rest == 2) K::template dot<2>(row, a, t, out);
-            if (rest == 3) K::template dot<3>(row, a, t, out);
-            for (int j = 0; j < rest; j++) y[(t + j) * y_stride + o] = out[j];
-        }
+    const int64_t block = w.row_bytes >= k_row_block_bytes ? 1 : int64_t(k_row_block_bytes / w.row_bytes);
+    for (int64_t rb = r0; rb < r1; rb += block) {
+        const int64_t re = rb + block < r1 ? rb + block : r1;
+        int64_t t = 0;
+        for (; t + tile <= n_tok; t += tile) gemm_rows<K, tile>(w, a, t, y, y_stride, rb, re);
+        if (n_tok - t == 1) gemm_rows<K, 1>(w, a, t, y, y_stride, rb, re);
+        if (n_tok - t == 2) gemm_rows<K, 2>(w, a, t, y, y_stride, rb, re);
+        if (n_tok - t == 3) gemm_rows<K, 3>(w, a, t, y, y_stride, rb, re);
     }
 }
 
