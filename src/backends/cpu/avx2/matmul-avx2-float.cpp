@@ -1,0 +1,92 @@
+// AVX2 kernels for float weights (F32, F16, BF16) against f32 activations. Each weight vector of 8 elements
+// is converted to f32 once and multiplied into `nt` token accumulators with FMA. Decode (nt = 1) keeps four
+// independent accumulators so the FMA latency never limits the stream; tiles keep two per token.
+#include "backends/cpu/avx2/avx2-common.h"
+
+namespace memtile::cpu::avx2 {
+namespace {
+
+struct f32_loader {
+    static __m256 vec(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+    static float one(const uint8_t* p) {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    static constexpr int bytes = 4;
+};
+
+struct f16_loader {
+    static __m256 vec(const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    static float one(const uint8_t* p) { return avx2::load_f16(p); }
+    static constexpr int bytes = 2;
+};
+
+// bf16 is the top half of an f32: widen to 32 bits and shift into place.
+struct bf16_loader {
+    static __m256 vec(const uint8_t* p) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    static float one(const uint8_t* p) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        const uint32_t bits = uint32_t(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    }
+    static constexpr int bytes = 2;
+};
+
+template <class L>
+struct float_kernel {
+    static constexpr int tile = 4;
+
+    template <int nt>
+    static void dot(const uint8_t* row, const act_view& a, int64_t t0, float* out) {
+        constexpr int unroll = nt == 1 ? 4 : 2;
+        const int64_t n = a.n_in;
+        const float* x[nt];
+        for (int j = 0; j < nt; j++) x[j] = a.f32 + (t0 + j) * n;
+        __m256 acc[nt][unroll];
+        for (int j = 0; j < nt; j++)
+            for (int u = 0; u < unroll; u++) acc[j][u] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 8 * unroll <= n; i += 8 * unroll) {
+            for (int u = 0; u < unroll; u++) {
+                const __m256 wv = L::vec(row + (i + 8 * u) * L::bytes);
+                for (int j = 0; j < nt; j++)
+                    acc[j][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i + 8 * u), acc[j][u]);
+            }
+        }
+        for (; i + 8 <= n; i += 8) {
+            const __m256 wv = L::vec(row + i * L::bytes);
+            for (int j = 0; j < nt; j++) acc[j][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j][0]);
+        }
+        for (int j = 0; j < nt; j++) {
+            for (int u = 1; u < unroll; u++) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
+            float s = hsum(acc[j][0]);
+            for (int64_t k = i; k < n; k++) s += L::one(row + k * L::bytes) * x[j][k];
+            out[j] = s;
+        }
+    }
+};
+
+}  // namespace
+
+void gemm_f32(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
+    detail::gemm_tiled<float_kernel<f32_loader>>(w, a, n_tok, y, ys, r0, r1);
+}
+
+void gemm_f16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
+    detail::gemm_tiled<float_kernel<f16_loader>>(w, a, n_tok, y, ys, r0, r1);
+}
+
+void gemm_bf16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
+    detail::gemm_tiled<float_kernel<bf16_loader>>(w, a, n_tok, y, ys, r0, r1);
+}
+
+}  // namespace memtile::cpu::avx2

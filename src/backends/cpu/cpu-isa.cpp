@@ -1,0 +1,121 @@
+#include "backends/cpu/cpu-isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "core/error.h"
+
+namespace memtile::cpu {
+namespace {
+
+// -1: automatic; otherwise the forced isa's value. Read on every matmul call, so an atomic.
+std::atomic<int> g_forced{-2};  // -2: not yet initialised from the environment
+
+std::string_view cpu_missing(isa i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    switch (i) {
+        case isa::scalar: return {};
+        case isa::avx2:
+            if (!__builtin_cpu_supports("avx2")) return "CPU lacks avx2";
+            if (!__builtin_cpu_supports("fma")) return "CPU lacks fma";
+            return {};
+        case isa::avx512:
+            if (!__builtin_cpu_supports("avx512f")) return "CPU lacks avx512f";
+            if (!__builtin_cpu_supports("avx512bw")) return "CPU lacks avx512bw";
+            if (!__builtin_cpu_supports("avx512vl")) return "CPU lacks avx512vl";
+            if (!__builtin_cpu_supports("avx512vnni")) return "CPU lacks avx512vnni";
+            return {};
+    }
+    return "unknown isa";
+#else
+    return i == isa::scalar ? std::string_view{} : std::string_view{"not an x86-64 build"};
+#endif
+}
+
+const detail::kernel_set* compiled_kernels(isa i) {
+    switch (i) {
+        case isa::scalar: return nullptr;
+        case isa::avx2: return detail::avx2_kernels();
+        case isa::avx512: return detail::avx512_kernels();
+    }
+    return nullptr;
+}
+
+isa best_isa() {
+    for (isa i : all_isas())
+        if (isa_supported(i)) return i;
+    return isa::scalar;
+}
+
+int forced() {
+    int f = g_forced.load(std::memory_order_relaxed);
+    if (f != -2) return f;
+    const char* env = std::getenv("MEMTILE_ISA");
+    force_isa(env ? std::string_view(env) : std::string_view());
+    return g_forced.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+std::string_view isa_name(isa i) {
+    switch (i) {
+        case isa::scalar: return "scalar";
+        case isa::avx2: return "avx2";
+        case isa::avx512: return "avx512";
+    }
+    return "unknown";
+}
+
+std::string_view isa_missing_reason(isa i) {
+    if (i != isa::scalar && compiled_kernels(i) == nullptr) return "path not compiled into this build";
+    return cpu_missing(i);
+}
+
+bool isa_supported(isa i) {
+    return isa_missing_reason(i).empty();
+}
+
+std::vector<isa> all_isas() {
+    return {isa::avx512, isa::avx2, isa::scalar};
+}
+
+isa active_isa() {
+    const int f = forced();
+    return f >= 0 ? isa(f) : best_isa();
+}
+
+void force_isa(isa i) {
+    if (!isa_supported(i)) fail("cpu", "cannot force the {} path: {}", isa_name(i), isa_missing_reason(i));
+    g_forced.store(int(i), std::memory_order_relaxed);
+}
+
+void force_isa(std::string_view name) {
+    if (name.empty() || name == "auto") {
+        g_forced.store(-1, std::memory_order_relaxed);
+        return;
+    }
+    for (isa i : all_isas())
+        if (isa_name(i) == name) return force_isa(i);
+    fail("cpu", "unknown instruction-set path '{}' (expected auto, scalar, avx2 or avx512)", std::string(name));
+}
+
+namespace detail {
+
+#if !(defined(__x86_64__) || defined(__i386__))
+const kernel_set* avx2_kernels() {
+    return nullptr;
+}
+const kernel_set* avx512_kernels() {
+    return nullptr;
+}
+#endif
+
+const kernel_set* active_kernels() {
+    return compiled_kernels(active_isa());
+}
+
+}  // namespace detail
+}  // namespace memtile::cpu

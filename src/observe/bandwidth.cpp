@@ -1,0 +1,94 @@
+#include "observe/bandwidth.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread-pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace memtile {
+namespace {
+
+// Sums n 64-byte lines at p into a value the compiler cannot drop. Eight independent accumulators keep
+// enough loads in flight that the core, not the dependency chain, limits the rate.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint8_t* p, size_t n_lines) {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (size_t i = 0; i + 1 < n_lines; i += 2) {
+        const __m256i* v = reinterpret_cast<const __m256i*>(p + i * 64);
+        acc[0] = _mm256_add_epi64(acc[0], _mm256_load_si256(v));
+        acc[1] = _mm256_add_epi64(acc[1], _mm256_load_si256(v + 1));
+        acc[2] = _mm256_add_epi64(acc[2], _mm256_load_si256(v + 2));
+        acc[3] = _mm256_add_epi64(acc[3], _mm256_load_si256(v + 3));
+    }
+    const __m256i s = _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
+    alignas(32) uint64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
+    return out[0] + out[1] + out[2] + out[3];
+}
+#endif
+
+uint64_t sum_lines_plain(const uint8_t* p, size_t n_lines) {
+    uint64_t acc[8] = {};
+    for (size_t i = 0; i < n_lines; i++) {
+        uint64_t v[8];
+        std::memcpy(v, p + i * 64, 64);
+        for (int k = 0; k < 8; k++) acc[k] += v[k];
+    }
+    uint64_t s = 0;
+    for (uint64_t a : acc) s += a;
+    return s;
+}
+
+uint64_t sum_lines(const uint8_t* p, size_t n_lines) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return sum_lines_avx2(p, n_lines);
+#endif
+    return sum_lines_plain(p, n_lines);
+}
+
+struct read_job {
+    uint8_t* data;
+    size_t lines;
+    std::vector<uint64_t>* sinks;
+};
+
+}  // namespace
+
+double measure_read_gbps(int threads, size_t bytes, int reps) {
+    const size_t lines = bytes / 128 * 2;  // an even number of 64-byte lines
+    if (lines == 0 || reps < 1) fail("observe", "measure_read_gbps: needs at least 128 bytes and one repetition");
+    auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, lines * 64));
+    if (data == nullptr) fail("observe", "measure_read_gbps: cannot allocate {} bytes", lines * 64);
+    thread_pool pool(threads);
+    std::vector<uint64_t> sinks(size_t(pool.size()) * 8);
+    read_job job{data, lines, &sinks};
+    // Each thread reads back the part it touched first (pages local to its node where that matters).
+    const auto part = [&job](int, int64_t a, int64_t b) {
+        std::memset(job.data + size_t(a) * 64, int(a & 0xff), size_t(b - a) * 64);
+    };
+    pool.parallel_for(int64_t(lines / 2), [&](int th, int64_t a, int64_t b) { part(th, 2 * a, 2 * b); });
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(int64_t(lines / 2), [&job](int th, int64_t a, int64_t b) {
+            (*job.sinks)[size_t(th) * 8] += sum_lines(job.data + size_t(a) * 128, size_t(b - a) * 2);
+        });
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double gbps = double(lines * 64) / s / 1e9;
+        if (gbps > best) best = gbps;
+    }
+    std::free(data);
+    volatile uint64_t keep = 0;
+    for (uint64_t v : sinks) keep = keep + v;
+    return best;
+}
+
+}  // namespace memtile

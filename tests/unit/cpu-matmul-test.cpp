@@ -1,0 +1,146 @@
+// Op test of the CPU matmul: every instruction-set path (cpu-isa.h) against matmul_ref for every weight
+// format with an optimized kernel, on ragged shapes (n_out not a multiple of the row group, 1..33 tokens,
+// n_in from one block up), with repack on and off and 1 and 2 threads. Quantized weights are compared with
+// the f32-activation reference, so the tolerance covers the on-the-fly activation quantization (Q8_0/Q8_K).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu-isa.h"
+#include "backends/cpu/matmul.h"
+#include "core/error.h"
+#include "core/thread-pool.h"
+#include "quant/quant.h"
+
+using namespace memtile;
+using namespace memtile::cpu;
+
+namespace {
+
+struct format_case {
+    dtype type;
+    double max_nmse;
+    std::vector<int64_t> n_in;  // multiples of the block, the smallest first
+};
+
+const format_case k_formats[] = {
+    {dtype::f32, 1e-6, {1, 13, 40, 520}}, {dtype::f16, 1e-6, {1, 13, 40, 520}}, {dtype::bf16, 1e-6, {1, 13, 40, 520}},
+    {dtype::q8_0, 1e-4, {32, 96, 544}},   {dtype::q4_0, 1e-4, {32, 96, 544}},   {dtype::q4_k, 1e-4, {256, 768}},
+    {dtype::q5_k, 1e-4, {256, 768}},      {dtype::q6_k, 1e-4, {256, 768}},
+};
+
+const int64_t k_n_out[] = {1, 7, 37};
+const int64_t k_n_tok[] = {1, 3, 7, 33};
+
+// Restores automatic path selection when a test ends, whatever it forced.
+struct isa_guard {
+    explicit isa_guard(isa i) { force_isa(i); }
+    ~isa_guard() { force_isa("auto"); }
+};
+
+std::vector<float> uniform(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& f : v) f = dist(rng);
+    return v;
+}
+
+// Squared error over the expected squared magnitude of each output: the sum over outputs of
+// sum_i (W[o][i] * x[t][i])^2, which is E[y^2] for uncorrelated random data. Plain sum(y_ref^2) would turn
+// a chance cancellation in a single dot product (n_out = n_tok = 1) into a huge "relative" error.
+double nmse(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& w,
+            const std::vector<float>& x, int64_t n_in, int64_t n_out, int64_t n_tok) {
+    double err = 0, ref = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t o = 0; o < n_out; o++) {
+            const size_t k = size_t(t * n_out + o);
+            err += (double(got[k]) - want[k]) * (double(got[k]) - want[k]);
+            for (int64_t i = 0; i < n_in; i++) {
+                const double p = double(w[size_t(o * n_in + i)]) * x[size_t(t * n_in + i)];
+                ref += p * p;
+            }
+        }
+    }
+    return ref > 0 ? err / ref : err;
+}
+
+std::vector<uint8_t> encode(dtype t, const std::vector<float>& w, int64_t n_out, int64_t n_in) {
+    if (t != dtype::f32) return quantize_tensor(t, w.data(), n_out, n_in);
+    std::vector<uint8_t> bytes(w.size() * sizeof(float));
+    std::memcpy(bytes.data(), w.data(), bytes.size());
+    return bytes;
+}
+
+using param = std::tuple<isa, format_case>;
+
+class cpu_matmul : public testing::TestWithParam<param> {};
+
+TEST_P(cpu_matmul, matches_reference) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool1(1), pool2(2);
+    for (int64_t n_in : fc.n_in) {
+        for (int64_t n_out : k_n_out) {
+            const std::vector<float> wf = uniform(size_t(n_in * n_out), uint32_t(n_in * 31 + n_out));
+            const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+            const std::vector<float> wd = dequantize_tensor(fc.type, wq.data(), n_out, n_in);
+            const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+            for (int64_t n_tok : k_n_tok) {
+                const std::vector<float> x = uniform(size_t(n_in * n_tok), uint32_t(n_tok * 7 + n_in));
+                std::vector<float> want(size_t(n_out * n_tok));
+                matmul_ref(view, x.data(), n_tok, want.data(), 0, n_out);
+                for (bool repack : {false, true}) {
+                    const auto pw = prepare_weight(view, {.repack = repack});
+                    for (thread_pool* pool : {&pool1, &pool2}) {
+                        std::vector<float> got(want.size(), NAN);
+                        matmul(*pw, x.data(), n_tok, got.data(), *pool);
+                        const double e = nmse(got, want, wd, x, n_in, n_out, n_tok);
+                        EXPECT_LE(e, fc.max_nmse)
+                            << dtype_name(fc.type) << " via " << isa_name(path) << ": n_in " << n_in << " n_out "
+                            << n_out << " n_tok " << n_tok << " repack " << repack << " threads " << pool->size();
+                    }
+                }
+            }
+        }
+    }
+}
+
+std::string param_name(const testing::TestParamInfo<param>& info) {
+    return std::string(isa_name(std::get<0>(info.param))) + "_" + std::string(dtype_name(std::get<1>(info.param).type));
+}
+
+INSTANTIATE_TEST_SUITE_P(all_paths, cpu_matmul,
+                         testing::Combine(testing::ValuesIn(all_isas()), testing::ValuesIn(k_formats)), param_name);
+
+}  // namespace
+
+TEST(cpu_isa, scalar_is_always_available_and_names_round_trip) {
+    EXPECT_TRUE(isa_supported(isa::scalar));
+    for (isa i : all_isas()) {
+        if (!isa_supported(i)) continue;
+        force_isa(isa_name(i));
+        EXPECT_EQ(active_isa(), i);
+    }
+    force_isa("scalar");
+    EXPECT_EQ(matmul_path(dtype::q4_k), "scalar");
+    force_isa("auto");
+    EXPECT_THROW(force_isa("sse9"), memtile::error);
+}
+
+TEST(cpu_isa, unsupported_path_cannot_be_forced) {
+    for (isa i : all_isas())
+        if (!isa_supported(i)) {
+            EXPECT_THROW(force_isa(i), memtile::error) << isa_name(i);
+        }
+}
+
+TEST(cpu_matmul_weight, rejects_row_length_not_a_block_multiple) {
+    std::vector<uint8_t> data(1024);
+    EXPECT_THROW(prepare_weight({dtype::q4_k, data.data(), 128, 2, 72}), memtile::error);
+}
