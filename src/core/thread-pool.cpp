@@ -2,52 +2,85 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
 
-namespace memtile {
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
-thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+namespace memtile {
+namespace {
+
+constexpr int k_spin_us = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+}  // namespace
+
+thread_pool::thread_pool(int n_threads, const std::vector<int>& cpu_ids)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), cpu_ids_(cpu_ids) {
+    if (!cpu_ids_.empty()) pin_current_thread(cpu_ids_[0]);
     for (int i = 1; i < n_threads_; i++) workers_.emplace_back([this, i] { worker(i); });
 }
 
 thread_pool::~thread_pool() {
     {
         std::lock_guard lk(mu_);
-        stop_ = true;
+        stop_.store(true);
     }
-    start_cv_.notify_all();
+    cv_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
-static void run_chunk(const std::function<void(int, int64_t, int64_t)>& fn, int index, int n_threads, int64_t n) {
-    const int64_t begin = n * index / n_threads, end = n * (index + 1) / n_threads;
-    if (begin < end) fn(index, begin, end);
+bool thread_pool::pin_current_thread(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+void thread_pool::run_chunk(int index) {
+    const int64_t n = job_n_;
+    const int64_t begin = n * index / n_threads_, end = n * (index + 1) / n_threads_;
+    if (begin >= end) return;
+    try {
+        (*job_)(index, begin, end);
+    } catch (...) {
+        std::lock_guard lk(error_mu_);
+        if (!error_) error_ = std::current_exception();
+    }
 }
 
 void thread_pool::worker(int index) {
+    if (size_t(index) < cpu_ids_.size()) pin_current_thread(cpu_ids_[size_t(index)]);
     uint64_t seen = 0;
     for (;;) {
-        const std::function<void(int, int64_t, int64_t)>* job;
-        int64_t n;
-        {
-            std::unique_lock lk(mu_);
-            start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
-            job = job_;
-            n = job_n_;
+        // Spin for a while for the next job, then sleep until notified.
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(k_spin_us);
+        int spins = 0;
+        while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
+            cpu_relax();
+            if (++spins % 256 == 0 && std::chrono::steady_clock::now() > spin_until) {
+                std::unique_lock lk(mu_);
+                sleepers_.fetch_add(1);
+                cv_.wait(lk, [&] { return generation_.load() != seen || stop_.load(); });
+                sleepers_.fetch_sub(1);
+                break;
+            }
         }
-        std::exception_ptr err;
-        try {
-            run_chunk(*job, index, n_threads_, n);
-        } catch (...) {
-            err = std::current_exception();
-        }
-        std::lock_guard lk(mu_);
-        if (err && !error_) error_ = err;
-        if (--pending_ == 0) done_cv_.notify_one();
+        if (stop_.load()) return;
+        seen = generation_.load(std::memory_order_acquire);
+        run_chunk(index);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
@@ -56,25 +89,23 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
         if (n > 0) fn(0, 0, n);
         return;
     }
+    job_ = &fn;
+    job_n_ = n;
+    error_ = nullptr;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     {
+        // The increment is done under the mutex so that a worker about to sleep cannot miss it.
         std::lock_guard lk(mu_);
-        job_ = &fn;
-        job_n_ = n;
-        pending_ = n_threads_ - 1;
-        error_ = nullptr;
-        generation_++;
+        generation_.fetch_add(1, std::memory_order_acq_rel);
     }
-    start_cv_.notify_all();
-    std::exception_ptr err;
-    try {
-        run_chunk(fn, 0, n_threads_, n);
-    } catch (...) {
-        err = std::current_exception();
+    if (sleepers_.load() > 0) cv_.notify_all();
+    run_chunk(0);
+    // Yield now and then: on an oversubscribed machine the worker may be waiting for this very core.
+    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++) {
+        cpu_relax();
+        if (spins % 1024 == 1023) std::this_thread::yield();
     }
-    std::unique_lock lk(mu_);
-    done_cv_.wait(lk, [&] { return pending_ == 0; });
-    if (!err) err = error_;
-    if (err) std::rethrow_exception(err);
+    if (error_) std::rethrow_exception(error_);
 }
 
 int thread_pool::default_threads() {
