@@ -435,7 +435,8 @@ hf_vocab read_hf_vocab(const std::string& dir_s, const hf_vocab_options& o) {
         if (*id >= int64_t(v.tokens.size())) *id = -1;
     if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) v.add_bos = tc["add_bos_token"].get<bool>();
     if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) v.add_eos = tc["add_eos_token"].get<bool>();
-    if (v.model == "llama" && v.add_bos < 0) v.add_bos = 1;  // LlamaTokenizer's default
+    if (v.model == "llama" && v.add_bos < 0) v.add_bos = 1;  // LlamaTokenizer's defaults
+    if (v.model == "llama" && v.add_eos < 0) v.add_eos = 0;
     if (auto ct = tc.find("chat_template"); ct != tc.end()) {
         if (ct->is_string()) v.chat_template = ct->get<std::string>();
         if (ct->is_array())  // named templates: [{"name": "default", "template": ...}, ...]
