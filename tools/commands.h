@@ -20,6 +20,7 @@ public:
 std::unique_ptr<command> make_inspect_command();
 std::unique_ptr<command> make_gen_command();
 std::unique_ptr<command> make_convert_command();
+std::unique_ptr<command> make_quantize_command();
 std::unique_ptr<command> make_run_command();
 std::unique_ptr<command> make_chat_command();
 std::unique_ptr<command> make_tokenize_command();
