@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -48,15 +49,21 @@ bool thread_pool::pin_current_thread(int cpu) {
     return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
-void thread_pool::run_chunk(int index) {
-    const int64_t n = job_n_;
-    const int64_t begin = n * index / n_threads_, end = n * (index + 1) / n_threads_;
-    if (begin >= end) return;
-    try {
-        (*job_)(index, begin, end);
-    } catch (...) {
-        std::lock_guard lk(error_mu_);
-        if (!error_) error_ = std::current_exception();
+void thread_pool::run_chunks(int index, uint64_t generation) {
+    for (;;) {
+        uint64_t c = claim_.load(std::memory_order_acquire);
+        if ((c >> 32) != (generation & 0xffffffffu)) return;  // a newer job, or none
+        const int64_t chunk = int64_t(c & 0xffffffffu);
+        if (chunk >= n_chunks_) return;
+        if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+        const int64_t begin = job_n_ * chunk / n_chunks_, end = job_n_ * (chunk + 1) / n_chunks_;
+        try {
+            if (begin < end) (*job_)(index, begin, end);
+        } catch (...) {
+            std::lock_guard lk(error_mu_);
+            if (!error_) error_ = std::current_exception();
+        }
+        completed_.fetch_add(1, std::memory_order_acq_rel);
     }
 }
 
@@ -79,8 +86,7 @@ void thread_pool::worker(int index) {
         }
         if (stop_.load()) return;
         seen = generation_.load(std::memory_order_acquire);
-        run_chunk(index);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        run_chunks(index, seen);
     }
 }
 
@@ -91,17 +97,21 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
     }
     job_ = &fn;
     job_n_ = n;
+    n_chunks_ = std::min<int64_t>(n, int64_t(n_threads_) * 4);
     error_ = nullptr;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    completed_.store(0, std::memory_order_relaxed);
+    uint64_t gen;
     {
         // The increment is done under the mutex so that a worker about to sleep cannot miss it.
         std::lock_guard lk(mu_);
-        generation_.fetch_add(1, std::memory_order_acq_rel);
+        gen = generation_.load() + 1;
+        claim_.store((gen & 0xffffffffu) << 32, std::memory_order_release);
+        generation_.store(gen, std::memory_order_release);
     }
     if (sleepers_.load() > 0) cv_.notify_all();
-    run_chunk(0);
-    // Yield now and then: on an oversubscribed machine the worker may be waiting for this very core.
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++) {
+    run_chunks(0, gen);
+    // Only chunks a worker has claimed are waited for; yield now and then in case that worker shares this core.
+    for (int spins = 0; completed_.load(std::memory_order_acquire) != n_chunks_; spins++) {
         cpu_relax();
         if (spins % 1024 == 1023) std::this_thread::yield();
     }

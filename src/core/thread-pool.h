@@ -28,6 +28,9 @@ public:
 
     int size() const { return n_threads_; }
     // Runs fn(thread_index, begin, end) over disjoint chunks covering [0, n); returns when all are done.
+    // Chunks are claimed dynamically (about 4 per thread), so one thread may run several chunks and a thread
+    // the OS has not scheduled yet simply gets none: on a busy machine the call degrades to the speed of the
+    // threads that do run instead of waiting for one that does not. fn must only accumulate per thread_index.
     // Exceptions thrown by fn are rethrown here (the first one). Not reentrant: call from one thread.
     void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
@@ -38,15 +41,17 @@ public:
 
 private:
     void worker(int index);
-    void run_chunk(int index);
+    void run_chunks(int index, uint64_t generation);
 
     int n_threads_;
     std::vector<int> cpu_ids_;
     std::vector<std::thread> workers_;
     const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0;
+    int64_t n_chunks_ = 0;
     std::atomic<uint64_t> generation_{0};
-    std::atomic<int> pending_{0};
+    std::atomic<uint64_t> claim_{0};     // (generation << 32) | next chunk index of the current job
+    std::atomic<int64_t> completed_{0};  // chunks of the current job finished
     std::atomic<bool> stop_{false};
     std::atomic<int> sleepers_{0};
     std::mutex mu_;

@@ -68,7 +68,9 @@ TEST_P(quantize_types, mixture_types_and_logits) {
     for (const auto& t : r.tensors) {
         EXPECT_TRUE(std::isfinite(t.rms_error)) << t.name;
         EXPECT_LE(t.rms_error, 0.2 * t.rms_input + 1e-12) << t.name;
-        if (t.to == dtype::f32) EXPECT_EQ(t.rms_error, 0.0) << t.name;
+        if (t.to == dtype::f32) {
+            EXPECT_EQ(t.rms_error, 0.0) << t.name;
+        }
     }
 
     const std::vector<int32_t> toks = {1, 17, 300, 42, 511, 7};
@@ -96,8 +98,11 @@ TEST(quantize, requantizing_a_quantized_model_works) {
     quantize_model(tiny_f32(), q8, o);
     o.type = file_type::q4_k_m;
     const auto r = quantize_model(q8, q4, o);
-    for (const auto& t : r.tensors)
-        if (t.name == "blk.0.attn_q.weight") EXPECT_EQ(t.from, dtype::q8_0);
+    for (const auto& t : r.tensors) {
+        if (t.name == "blk.0.attn_q.weight") {
+            EXPECT_EQ(t.from, dtype::q8_0);
+        }
+    }
     auto g = gguf_file::open(q4);
     EXPECT_EQ(g->find_tensor("blk.0.attn_q.weight")->type, dtype::q4_k);
     const auto logits = run_logits(q4, {1, 2, 3});
