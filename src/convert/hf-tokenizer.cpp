@@ -444,6 +444,11 @@ hf_vocab read_hf_vocab(const std::string& dir_s, const hf_vocab_options& o) {
                 if (t.is_object() && t.value("name", std::string()) == "default")
                     v.chat_template = t.value("template", std::string());
     }
+    // Newer transformers versions save the template to its own file instead of tokenizer_config.json.
+    if (v.chat_template.empty() && fs::exists(dir / "chat_template.jinja")) {
+        std::ifstream f(dir / "chat_template.jinja", std::ios::binary);
+        v.chat_template.assign(std::istreambuf_iterator<char>(f), {});
+    }
     return v;
 }
 

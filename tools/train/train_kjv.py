@@ -94,7 +94,14 @@ def main():
     train_ch = [c for i, c in enumerate(chapters) if i % 20 != 19]
     val_ch = [c for i, c in enumerate(chapters) if i % 20 == 19]
     rng = random.Random(args.seed)
-    train_docs = [chapter_text(*c) for c in train_ch] + [chat_sample(h, v, rng) for h, v in train_ch if v]
+    # Every document starts with a chapter, so text generated from BOS alone is scripture; half of them go on
+    # with a ChatML exchange about another chapter, which teaches the chat format and <|im_end|>.
+    train_docs = []
+    for h, v in train_ch:
+        doc = chapter_text(h, v)
+        if rng.random() < 0.5:
+            doc += "\n" + chat_sample(*rng.choice(train_ch), rng)
+        train_docs.append(doc)
     rng.shuffle(train_docs)
     val_text = "".join(chapter_text(*c) + "<|endoftext|>" for c in val_ch)
     print(f"chapters {len(chapters)} (train {len(train_ch)}, validation {len(val_ch)}), "
