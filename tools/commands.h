@@ -24,5 +24,6 @@ std::unique_ptr<command> make_run_command();
 std::unique_ptr<command> make_tokenize_command();
 std::unique_ptr<command> make_detokenize_command();
 std::unique_ptr<command> make_template_command();
+std::unique_ptr<command> make_serve_command();
 
 }  // namespace memtile::cli
