@@ -74,7 +74,7 @@ async function ollamaStream(content, num_predict = 16) {
 }
 
 await test('version, tags, ps, models, show', async () => {
-  const v = await ollama.version();
+  const v = await (await fetch(`${BASE}/api/version`)).json();
   assert.ok(v.version);
   const tags = await ollama.list();
   assert.ok(tags.models.some((m) => m.name === `${MODEL}:latest` && m.digest && m.modified_at));
@@ -161,7 +161,16 @@ await test('abort mid-stream frees the slot (openai and ollama)', async () => {
   await waitIdle(3000);
   const parts = await ollama.chat({ model: MODEL, messages: user('Tell a long story'), stream: true, options: { num_predict: 100000 } });
   n = 0;
-  for await (const _ of parts) if (++n === 3) parts.abort();
+  try {
+    for await (const _ of parts) {
+      if (++n === 3) {
+        parts.abort();
+        break;
+      }
+    }
+  } catch (e) {
+    assert.equal(e.name, 'AbortError');
+  }
   await waitIdle(3000);
 });
 
@@ -253,7 +262,8 @@ async function replayOpenAI(file) {
   return usage.usage;
 }
 
-await test('replay OpenClaw requests (fields OpenClaw reads, prefix cache on the second turn)', async () => {
+if (process.env.MEMTILE_E2E_SKIP_REPLAY) console.log('skip replay of OpenClaw requests (MEMTILE_E2E_SKIP_REPLAY is set)');
+else await test('replay OpenClaw requests (fields OpenClaw reads, prefix cache on the second turn)', async () => {
   const first = await replayOllama('sample_ollama_chat.json');
   const second = await replayOllama('sample_ollama_chat_after_tool.json');
   assert.ok(second.prompt_cache_count > first.prompt_eval_count / 2, `cached ${second.prompt_cache_count}`);
