@@ -21,6 +21,7 @@ namespace {
 // Per-request facts for the access log: a request is handled, streamed and logged on one worker thread.
 struct request_log {
     clock_type::time_point start = clock_type::now();
+    size_t in_bytes = 0;
     std::string note;
 };
 thread_local request_log t_log;
@@ -35,8 +36,8 @@ void send_error(const httplib::Request& req, httplib::Response& res, const api_e
     res.set_content(dump_json(body), "application/json; charset=utf-8");
 }
 
-json parse_body(const httplib::Request& req) {
-    json body = json::parse(req.body, nullptr, false);
+json parse_body(const std::string& text) {
+    json body = json::parse(text, nullptr, false);
     if (body.is_discarded()) bad_request("the request body is not valid JSON");
     if (!body.is_object()) bad_request("the request body must be a JSON object");
     return body;
@@ -84,13 +85,36 @@ struct http_server::impl {
         };
     }
 
-    void generation(const httplib::Request& req, httplib::Response& res, bool openai, bool chat) {
-        const json body = parse_body(req);
+    // POST routes read the body themselves (a content reader), so that httplib neither parses nor caps it
+    // as a form when a client such as `curl -d` labels JSON application/x-www-form-urlencoded.
+    using post_fn = std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>;
+    void post(const char* path, post_fn f) {
+        svr.Post(path, [this, f](const httplib::Request& req, httplib::Response& res,
+                                 const httplib::ContentReader& reader) {
+            std::string body;
+            const bool read = reader([&](const char* data, size_t n) {
+                body.append(data, n);
+                return true;
+            });
+            t_log.in_bytes = body.size();
+            if (!read) {
+                send_error(req, res,
+                           res.status == 413 ? api_error(413, "request_too_large", "the request body is too large")
+                                             : api_error(400, "invalid_request", "the request body could not be read"));
+                return;
+            }
+            guarded([&](const httplib::Request& r, httplib::Response& s) { f(r, body, s); })(req, res);
+        });
+    }
+
+    void generation(const httplib::Request& req, const std::string& text, httplib::Response& res, bool openai,
+                    bool chat) {
+        const json body = parse_body(text);
         gen_request r = openai ? (chat ? parse_openai_chat(body) : parse_openai_completion(body))
                                : (chat ? parse_ollama_chat(body) : parse_ollama_generate(body));
         std::shared_ptr<model_host> host = models.acquire(r.model, r.keep_alive_s);
-        for (const auto& n : r.notes) fmt::print(stderr, "[serve] {} {}: {}\n", req.method, req.path, n);
         prepared_prompt prompt = host->prepare(r);
+        for (const auto& n : r.notes) fmt::print(stderr, "[serve] {} {}: {}\n", req.method, req.path, n);
         const bool tools_offered = prompt.tools_offered;
         std::shared_ptr<job> j = host->submit(std::move(prompt), r);
         std::shared_ptr<reply_writer> w =
@@ -164,23 +188,24 @@ struct http_server::impl {
         svr.Get("/api/ps", guarded([this](const httplib::Request&, httplib::Response& res) {
                     res.set_content(dump_json(ollama_ps(models.list())), "application/json; charset=utf-8");
                 }));
-        svr.Post("/api/show", guarded([this](const httplib::Request& req, httplib::Response& res) {
-                     const json body = parse_body(req);
-                     std::string name = string_member(body, "model");
-                     if (name.empty()) name = string_member(body, "name");
-                     if (name.empty()) bad_request("'model' is required");
-                     auto host = models.acquire(name);
-                     for (const auto& e : models.list())
-                         if (canonical_model_name(e.name) == canonical_model_name(name))
-                             res.set_content(dump_json(ollama_show(e, *host)), "application/json; charset=utf-8");
-                 }));
+        post("/api/show", [this](const httplib::Request&, const std::string& text, httplib::Response& res) {
+            const json body = parse_body(text);
+            std::string name = string_member(body, "model");
+            if (name.empty()) name = string_member(body, "name");
+            if (name.empty()) bad_request("'model' is required");
+            auto host = models.acquire(name);
+            for (const auto& e : models.list())
+                if (canonical_model_name(e.name) == canonical_model_name(name))
+                    res.set_content(dump_json(ollama_show(e, *host)), "application/json; charset=utf-8");
+        });
         svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
                     res.set_content(dump_json(openai_models(models.list())), "application/json; charset=utf-8");
                 }));
-        svr.Post("/api/chat", guarded([this](auto& req, auto& res) { generation(req, res, false, true); }));
-        svr.Post("/api/generate", guarded([this](auto& req, auto& res) { generation(req, res, false, false); }));
-        svr.Post("/v1/chat/completions", guarded([this](auto& req, auto& res) { generation(req, res, true, true); }));
-        svr.Post("/v1/completions", guarded([this](auto& req, auto& res) { generation(req, res, true, false); }));
+        post("/api/chat", [this](auto& req, auto& body, auto& res) { generation(req, body, res, false, true); });
+        post("/api/generate", [this](auto& req, auto& body, auto& res) { generation(req, body, res, false, false); });
+        post("/v1/chat/completions",
+             [this](auto& req, auto& body, auto& res) { generation(req, body, res, true, true); });
+        post("/v1/completions", [this](auto& req, auto& body, auto& res) { generation(req, body, res, true, false); });
     }
 
     void hooks() {
@@ -224,7 +249,7 @@ struct http_server::impl {
             metrics::get().request(route_label(req.path), res.status);
             if (o.quiet) return;
             fmt::print(stderr, "[access] {} {} {} {} {:.1f}ms {}{}\n", req.remote_addr, req.method, req.path,
-                       res.status, ms, req.body.size() ? fmt::format("in={}B ", req.body.size()) : "", t_log.note);
+                       res.status, ms, t_log.in_bytes ? fmt::format("in={}B ", t_log.in_bytes) : "", t_log.note);
         });
     }
 };

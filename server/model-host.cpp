@@ -128,7 +128,7 @@ bool model_host::template_handles_tools() const {
     return template_src_.find("tools") != std::string::npos;
 }
 
-prepared_prompt model_host::prepare(const gen_request& r) const {
+prepared_prompt model_host::prepare(gen_request& r) const {
     prepared_prompt p;
     std::string text;
     if (!r.chat && r.raw) {
@@ -153,7 +153,22 @@ prepared_prompt model_host::prepare(const gen_request& r) const {
         try {
             text = template_->render(ctx);
         } catch (const error& e) {
-            throw api_error(400, "template_error", fmt::format("the chat template rejected the request: {}", e.what()));
+            size_t merged = 0;
+            json msgs = r.chat ? merge_consecutive_users(r.messages, merged) : json();
+            if (merged == 0)
+                throw api_error(400, "template_error",
+                                fmt::format("the chat template rejected the request: {}", e.what()));
+            r.notes.push_back(
+                fmt::format("the chat template rejected consecutive user messages ({}); merged {} into the one before",
+                            e.what(), merged));
+            r.messages = msgs;
+            ctx["messages"] = msgs;
+            try {
+                text = template_->render(ctx);
+            } catch (const error& e2) {
+                throw api_error(400, "template_error",
+                                fmt::format("the chat template rejected the request: {}", e2.what()));
+            }
         }
     }
     tokenize_options to;

@@ -105,7 +105,8 @@ public:
 
     // Renders (chat) or takes (raw) the prompt and tokenizes it. Throws api_error: 400 for template errors,
     // 400 context_length_exceeded when the prompt does not fit a slot's context.
-    prepared_prompt prepare(const gen_request& r) const;
+    // Consecutive user messages are merged (with a note in r.notes) when the template rejects them.
+    prepared_prompt prepare(gen_request& r) const;
     // Queues a job; throws api_error 503 when the queue is full or the host is shutting down.
     std::shared_ptr<job> submit(prepared_prompt p, const gen_request& r);
     void cancel_all();

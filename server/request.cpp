@@ -110,7 +110,6 @@ json normalize_tool_calls(const json& calls, size_t index) {
 json normalize_messages(const json& messages, std::vector<std::string>& notes) {
     if (!messages.is_array()) bad_request("'messages' must be an array");
     json out = json::array();
-    size_t merged = 0;
     for (size_t i = 0; i < messages.size(); i++) {
         const json& m = messages[i];
         if (!m.is_object()) bad_request("messages[{}] must be an object", i);
@@ -127,14 +126,22 @@ json normalize_messages(const json& messages, std::vector<std::string>& notes) {
         for (const char* k : {"tool_call_id", "tool_name", "name"})
             if (auto v = m.find(k); v != m.end() && v->is_string()) n[k] = *v;
         if (role == "tool" && !n.contains("name") && n.contains("tool_name")) n["name"] = n["tool_name"];
-        if (n["role"] == "user" && !out.empty() && out.back()["role"] == "user") {
-            out.back()["content"] = out.back()["content"].get<std::string>() + "\n\n" + n["content"].get<std::string>();
+        out.push_back(std::move(n));
+    }
+    return out;
+}
+
+json merge_consecutive_users(const json& messages, size_t& merged) {
+    json out = json::array();
+    merged = 0;
+    for (const auto& m : messages) {
+        if (m["role"] == "user" && !out.empty() && out.back()["role"] == "user") {
+            out.back()["content"] = out.back()["content"].get<std::string>() + "\n\n" + m["content"].get<std::string>();
             merged++;
             continue;
         }
-        out.push_back(std::move(n));
+        out.push_back(m);
     }
-    if (merged) notes.push_back(fmt::format("merged {} consecutive user message(s) into the one before", merged));
     return out;
 }
 

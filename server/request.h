@@ -43,9 +43,13 @@ std::optional<bool> bool_member(const json& obj, const char* key);
 std::vector<std::string> stop_member(const json& obj, const char* key);
 
 // Turns API chat messages into what chat templates expect: string content (text parts joined, null -> ""),
-// tool-call arguments as JSON objects (OpenAI sends them as a string), and consecutive user messages merged
-// into one (strict templates reject them; a note says so). Throws api_error 400 for malformed messages.
+// tool-call arguments as JSON objects (OpenAI sends them as a string), "developer" as "system". Throws
+// api_error 400 for malformed messages.
 json normalize_messages(const json& messages, std::vector<std::string>& notes);
+// Joins each run of consecutive user messages into one (blank line between), for templates that demand
+// strict alternation. The server first renders the messages as sent, since merging changes the token prefix
+// that the prefix cache matches across an agent's turns, and merges only when the template refuses.
+json merge_consecutive_users(const json& messages, size_t& merged);
 // Validates a tools array (each {type:"function", function:{name,...}}); returns it unchanged.
 json check_tools(const json& tools);
 

@@ -20,7 +20,7 @@ if ! (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error >"$TMP/np
 fi
 
 "$BIN" gen --arch tiny --type q8_0 --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -o "$TMP/tiny.gguf" >/dev/null
-"$BIN" serve -m "$TMP/tiny.gguf" --alias tiny --port 0 --ctx 16384 --slots 8 --max-queue 2 --http-threads 64 \
+"$BIN" serve -m "$TMP/tiny.gguf" --alias tiny --port 0 --ctx 16384 --kv-type f32 --slots 8 --max-queue 2 --http-threads 64 \
     --api-key secret --max-body 1 --chat-template-file "$SHARED/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
     >"$TMP/serve.log" 2>&1 &
 PID=$!
@@ -40,5 +40,4 @@ src=0; wait $PID || src=$?
 PID=
 if [ $src -ne 0 ]; then echo "FAIL: serve exited with $src after SIGTERM"; rc=1; else echo "ok   SIGTERM: exit 0"; fi
 if [ $rc -ne 0 ]; then echo "--- server log (tail)"; tail -40 "$TMP/serve.log"; fi
-grep -q "merged 1 consecutive user" "$TMP/serve.log" || { echo "FAIL: no merge log line"; rc=1; }
 exit $rc

@@ -75,13 +75,17 @@ TEST(server_request, content_parts_null_content_and_string_arguments) {
     EXPECT_EQ(r.messages[2]["tool_call_id"], "callfake1");
 }
 
-TEST(server_request, consecutive_user_messages_are_merged_with_a_note) {
+TEST(server_request, consecutive_user_messages_can_be_merged) {
     auto r = parse_ollama_chat(parse(R"({"model":"m","messages":[{"role":"system","content":"S"},
-        {"role":"user","content":"one"},{"role":"user","content":"two"}]})"));
-    ASSERT_EQ(r.messages.size(), 2u);
-    EXPECT_EQ(r.messages[1]["content"], "one\n\ntwo");
-    ASSERT_EQ(r.notes.size(), 1u);
-    EXPECT_NE(r.notes[0].find("merged 1"), std::string::npos);
+        {"role":"user","content":"one"},{"role":"user","content":"two"},{"role":"assistant","content":"a"},
+        {"role":"user","content":"three"}]})"));
+    ASSERT_EQ(r.messages.size(), 5u);  // kept as sent: merging is the fallback for strict templates
+    size_t merged = 0;
+    json m = merge_consecutive_users(r.messages, merged);
+    EXPECT_EQ(merged, 1u);
+    ASSERT_EQ(m.size(), 4u);
+    EXPECT_EQ(m[1]["content"], "one\n\ntwo");
+    EXPECT_EQ(m[3]["content"], "three");
 }
 
 TEST(server_request, ollama_options_and_tool_messages) {
