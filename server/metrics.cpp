@@ -63,6 +63,13 @@ void metrics::set_host(const std::string& model, const host_gauges& g) {
     hosts_[model] = g;
 }
 
+void metrics::set_counts(const std::string& model, int slots_active, int queue_depth) {
+    std::lock_guard lk(mu_);
+    auto& g = hosts_[model];
+    g.slots_active = slots_active;
+    g.queue_depth = queue_depth;
+}
+
 void metrics::drop_host(const std::string& model) {
     std::lock_guard lk(mu_);
     hosts_.erase(model);

@@ -42,6 +42,7 @@ public:
     void token_latency(double seconds);
     void rejected();  // 503: queue full
     void set_host(const std::string& model, const host_gauges& g);
+    void set_counts(const std::string& model, int slots_active, int queue_depth);  // on every queue change
     void drop_host(const std::string& model);
     host_gauges host(const std::string& model) const;
 

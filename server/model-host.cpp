@@ -209,6 +209,7 @@ std::shared_ptr<job> model_host::submit(prepared_prompt p, const gen_request& r)
         }
         queue_.push_back(j);
         last_used_ = clock_type::now();
+        metrics::get().set_counts(name_, int(active_jobs_.size()), int(queue_.size()));
     }
     cv_.notify_all();
     return j;
@@ -290,6 +291,7 @@ void model_host::release(slot& s, const std::string& reason, const std::string& 
         std::lock_guard lk(mu_);
         std::erase(active_jobs_, s.j);
         last_used_ = clock_type::now();
+        metrics::get().set_counts(name_, int(active_jobs_.size()), int(queue_.size()));
     }
     s.j.reset();
     s.ts.reset();
@@ -343,6 +345,7 @@ void model_host::run() {
                 active_jobs_.push_back(j);
                 admits.emplace_back(best, j);
             }
+            metrics::get().set_counts(name_, int(active_jobs_.size()), int(queue_.size()));
         }
         for (auto& [s, j] : admits) {
             try {
