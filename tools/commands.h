@@ -26,5 +26,6 @@ std::unique_ptr<command> make_chat_command();
 std::unique_ptr<command> make_tokenize_command();
 std::unique_ptr<command> make_detokenize_command();
 std::unique_ptr<command> make_template_command();
+std::unique_ptr<command> make_serve_command();
 
 }  // namespace memtile::cli

@@ -204,4 +204,96 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
     return {logits_.data() + (n_out - 1) * c.n_vocab, c.n_vocab};
 }
 
+void forward_context::forward_batch(std::span<forward_context* const> ctxs, std::span<const int32_t> tokens) {
+    if (ctxs.empty()) fail("model", "forward_batch() called with no sequences");
+    if (ctxs.size() != tokens.size())
+        fail("model", "forward_batch(): {} sequences but {} tokens", ctxs.size(), tokens.size());
+    const transformer& m = ctxs[0]->m_;
+    const auto& c = m.config();
+    thread_pool& pool = ctxs[0]->pool_;
+    for (size_t s = 0; s < ctxs.size(); s++) {
+        forward_context* f = ctxs[s];
+        if (&f->m_ != &m) fail("model", "forward_batch(): sequences of different models");
+        for (size_t r = 0; r < s; r++)
+            if (ctxs[r] == f) fail("model", "forward_batch(): the same sequence appears twice");
+        if (f->kv_->used + 1 > f->kv_->n_ctx())
+            fail("model", "context overflow: {} tokens in the cache + 1 new exceed the context of {} (use --ctx)",
+                 f->kv_->used, f->kv_->n_ctx());
+        if (tokens[s] < 0 || uint32_t(tokens[s]) >= c.n_vocab)
+            fail("model", "token id {} is outside the vocabulary (0..{})", tokens[s], c.n_vocab - 1);
+    }
+    const int64_t n = int64_t(ctxs.size());
+    const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+    // Row t of every buffer belongs to sequence t; the buffers are local because they span contexts.
+    std::vector<float> x(size_t(n * E)), xn(size_t(n * E)), q(size_t(n * Q)), k(size_t(n * KV)), v(size_t(n * KV)),
+        att(size_t(n * Q)), gate(size_t(n * F)), up(size_t(n * F)), tmp;
+    for (int64_t t = 0; t < n; t++)
+        dequantize_row(m.tok_embd_.type, m.tok_embd_.data + size_t(tokens[size_t(t)]) * m.tok_embd_.row_bytes,
+                       x.data() + t * E, E);
+
+    const float* factors = m.rope_factors_.empty() ? nullptr : m.rope_factors_.data();
+    for (uint32_t il = 0; il < c.n_layer; il++) {
+        const auto& L = m.layers_[il];
+        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x[t * E], L.attn_norm.data(), &xn[t * E], E, c.norm_eps);
+        if (L.wqkv) {
+            tmp.resize(size_t(n * (Q + 2 * KV)));
+            cpu::matmul(*L.wqkv, xn.data(), n, tmp.data(), pool);
+            for (int64_t t = 0; t < n; t++) {
+                const float* r = &tmp[t * (Q + 2 * KV)];
+                std::copy(r, r + Q, &q[t * Q]);
+                std::copy(r + Q, r + Q + KV, &k[t * KV]);
+                std::copy(r + Q + KV, r + Q + 2 * KV, &v[t * KV]);
+            }
+        } else {
+            cpu::matmul(*L.wq, xn.data(), n, q.data(), pool);
+            cpu::matmul(*L.wk, xn.data(), n, k.data(), pool);
+            cpu::matmul(*L.wv, xn.data(), n, v.data(), pool);
+        }
+        if (!L.bq.empty())
+            for (int64_t t = 0; t < n; t++) {
+                for (int64_t i = 0; i < Q; i++) q[t * Q + i] += L.bq[size_t(i)];
+                for (int64_t i = 0; i < KV; i++) k[t * KV + i] += L.bk[size_t(i)];
+                for (int64_t i = 0; i < KV; i++) v[t * KV + i] += L.bv[size_t(i)];
+            }
+        for (int64_t t = 0; t < n; t++) {
+            kv_cache& kv = *ctxs[size_t(t)]->kv_;
+            const int pos = int(kv.used);
+            cpu::rope(&q[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope, factors);
+            cpu::rope(&k[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
+                      factors);
+            kv.store(il, uint32_t(pos), &k[t * KV], &v[t * KV]);
+            cpu::attention(&q[t * Q], &att[t * Q], 1, pos, kv, int(il), int(c.n_head), int(c.n_head_kv),
+                           int(c.head_dim), pool);
+        }
+        cpu::matmul(*L.wo, att.data(), n, xn.data(), pool);
+        for (int64_t i = 0; i < n * E; i++) x[size_t(i)] += xn[size_t(i)];
+
+        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x[t * E], L.ffn_norm.data(), &xn[t * E], E, c.norm_eps);
+        if (L.w_gate) {
+            cpu::matmul(*L.w_gate, xn.data(), n, gate.data(), pool);
+            cpu::matmul(*L.w_up, xn.data(), n, up.data(), pool);
+        } else {
+            tmp.resize(size_t(n * 2 * F));
+            cpu::matmul(*L.w_up, xn.data(), n, tmp.data(), pool);
+            for (int64_t t = 0; t < n; t++) {
+                std::copy(&tmp[t * 2 * F], &tmp[t * 2 * F] + F, &gate[t * F]);
+                std::copy(&tmp[t * 2 * F] + F, &tmp[t * 2 * F] + 2 * F, &up[t * F]);
+            }
+        }
+        cpu::swiglu(gate.data(), up.data(), n * F);
+        cpu::matmul(*L.w_down, gate.data(), n, xn.data(), pool);
+        for (int64_t i = 0; i < n * E; i++) x[size_t(i)] += xn[size_t(i)];
+    }
+    for (int64_t t = 0; t < n; t++) {
+        ctxs[size_t(t)]->kv_->used += 1;
+        cpu::rms_norm(&x[t * E], m.output_norm_.data(), &xn[t * E], E, c.norm_eps);
+    }
+    std::vector<float> logits(size_t(n * c.n_vocab));
+    cpu::matmul(*m.output_, xn.data(), n, logits.data(), pool);
+    for (int64_t t = 0; t < n; t++) {
+        auto& out = ctxs[size_t(t)]->logits_;
+        out.assign(logits.begin() + t * c.n_vocab, logits.begin() + (t + 1) * c.n_vocab);
+    }
+}
+
 }  // namespace memtile

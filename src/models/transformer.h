@@ -63,6 +63,12 @@ public:
     void truncate(uint32_t n_tokens);  // forget positions >= n_tokens (keeps the common prefix)
     const kv_cache& cache() const { return *kv_; }
 
+    // Continuous batching: appends tokens[i] to ctxs[i] (each at its own position) in one pass, so every weight
+    // matrix is read once for all sequences (matmul with n_tok = ctxs.size()) while attention stays per sequence.
+    // Afterwards ctxs[i]->logits() holds that sequence's [n_vocab] logits, identical to ctxs[i]->forward() of
+    // the same token. All contexts must belong to the same model and be distinct; the pool of ctxs[0] is used.
+    static void forward_batch(std::span<forward_context* const> ctxs, std::span<const int32_t> tokens);
+
 private:
     const transformer& m_;
     thread_pool& pool_;
