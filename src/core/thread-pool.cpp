@@ -95,6 +95,9 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
         if (n > 0) fn(0, 0, n);
         return;
     }
+    // First close the previous job's claims: a worker still inside run_chunks() of that job may be between
+    // reading claim_ and reading n_chunks_, and must not see the new count against the old claim word.
+    claim_.store(~uint64_t(0), std::memory_order_release);
     job_ = &fn;
     job_n_ = n;
     n_chunks_ = std::min<int64_t>(n, int64_t(n_threads_) * 4);

@@ -111,6 +111,32 @@ TEST_P(cpu_matmul, matches_reference) {
     }
 }
 
+// Each token's result must not depend on which other tokens share the call: continuous batching runs the
+// decode steps of several sequences as one matmul, and a sequence must get exactly the logits it would get
+// alone (bit for bit), so greedy outputs do not depend on server load.
+TEST_P(cpu_matmul, tokens_are_independent_of_the_batch) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool(2);
+    const int64_t n_in = fc.n_in.back(), n_out = 37;
+    const std::vector<float> wf = uniform(size_t(n_in * n_out), 5);
+    const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+    const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+    const auto pw = prepare_weight(view);
+    for (int64_t n_tok : {2, 3, 4, 5, 8, 9}) {
+        const std::vector<float> x = uniform(size_t(n_in * n_tok), uint32_t(n_tok));
+        std::vector<float> all(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
+        matmul(*pw, x.data(), n_tok, all.data(), pool);
+        for (int64_t t = 0; t < n_tok; t++) {
+            matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
+            for (int64_t o = 0; o < n_out; o++)
+                ASSERT_EQ(one[size_t(o)], all[size_t(t * n_out + o)])
+                    << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " of " << n_tok;
+        }
+    }
+}
+
 std::string param_name(const testing::TestParamInfo<param>& info) {
     return std::string(isa_name(std::get<0>(info.param))) + "_" + std::string(dtype_name(std::get<1>(info.param).type));
 }

@@ -1,6 +1,7 @@
 // AVX2 kernels for float weights (F32, F16, BF16) against f32 activations. Each weight vector of 8 elements
 // is converted to f32 once and multiplied into `nt` token accumulators with FMA. Decode (nt = 1) keeps four
-// independent accumulators so the FMA latency never limits the stream; tiles keep two per token.
+// independent accumulators so the FMA latency never limits the stream; tiles keep the same four per token,
+// so the summation order, and thus each result, is the same whatever the number of tokens.
 #include "backends/cpu/avx2/avx2-common.h"
 
 namespace memtile::cpu::avx2 {
@@ -47,7 +48,7 @@ struct float_kernel {
 
     template <int nt>
     static void dot(const uint8_t* row, const act_view& a, int64_t t0, float* out) {
-        constexpr int unroll = nt == 1 ? 4 : 2;
+        constexpr int unroll = 4;  // the same for every nt: a token's sum must not depend on its batch
         const int64_t n = a.n_in;
         const float* x[nt];
         for (int j = 0; j < nt; j++) x[j] = a.f32 + (t0 + j) * n;
