@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu-isa.h"
 
+#include "backends/cpu/attention-kernels.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -109,6 +111,9 @@ const kernel_set* avx2_kernels() {
     return nullptr;
 }
 const kernel_set* avx512_kernels() {
+    return nullptr;
+}
+const attention_kernels* avx2_attention_kernels() {
     return nullptr;
 }
 #endif

@@ -25,7 +25,8 @@ void swiglu(float* gate, const float* up, int64_t n);
 
 // Causal attention for n_tok query tokens at positions pos0..pos0+n_tok-1 against the cache of `layer`
 // (which already holds keys/values up to pos0+n_tok-1). q: [n_tok, n_head * head_dim]; out: same shape.
-// Tiled over keys with an online softmax, so no [n_tok, n_ctx] score matrix is materialised. GQA: head h
+// Tiled over keys (64 at a time) with an online softmax, so no [n_tok, n_ctx] score matrix is materialised;
+// queries are taken in blocks of 16 tokens per KV head so each converted K/V tile serves many queries. GQA: head h
 // reads KV head h / (n_head / n_head_kv).
 void attention(const float* q, float* out, int n_tok, int pos0, const kv_cache& kv, int layer, int n_head,
                int n_head_kv, int head_dim, thread_pool& pool);
