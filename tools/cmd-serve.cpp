@@ -78,8 +78,8 @@ public:
         if (server_.http_threads < host_.n_slots + 8)
             server_.http_threads = host_.n_slots + std::max(8, host_.max_queue);
         if (host_.peak_bandwidth_gbs <= 0) host_.peak_bandwidth_gbs = measure_copy_bandwidth();
-        if (aliases_.size() > models_.size()) fail("serve", "more --alias than -m");
         if (models_.empty() && models_dir_.empty()) models_.push_back(default_model_path());
+        if (aliases_.size() > models_.size()) fail("serve", "more --alias than models (-m, or the default model)");
 
         // Signals are taken by one thread with sigwait: blocked here, before any thread starts, so every
         // thread inherits the mask.

@@ -14,6 +14,7 @@
 #include "models/tensor-table.h"
 #include "models/vocab-metadata.h"
 #include "quant/encode.h"
+#include "quant/quant.h"
 
 namespace memtile {
 namespace {
@@ -84,6 +85,12 @@ synthetic_result write_synthetic_model(const synthetic_options& o, const std::st
     std::filesystem::path out(out_path);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     w.begin(out_path);
+    // Random weights gain nothing from the exhaustive scale search; the fast one keeps gen of 8B models in
+    // minutes (quant.h). Restored on exit so the process default stays `best`.
+    struct effort_scope {
+        effort_scope() { set_quantize_effort(quantize_effort::fast); }
+        ~effort_scope() { set_quantize_effort(quantize_effort::best); }
+    } effort;
 
     thread_pool pool(o.threads > 0 ? o.threads : thread_pool::default_threads());
     progress_bar bar(fmt::format("gen {} {}", preset.name, file_type_name(o.type)), o.progress ? total : 0);

@@ -1,6 +1,7 @@
 #include "quant/quantize-search.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace memtile::quant_detail {
 namespace {
@@ -9,9 +10,20 @@ namespace {
 // k = -k_grid_half..k_grid_half. Mapping it slightly inside the edge trades clipping of the extreme value
 // for finer resolution of the bulk; mapping it beyond the edge clips it. A step of 0.1 level and +-1 level
 // is wide enough that the refinement below rarely changes the winner, so finer grids buy little.
-constexpr int k_grid_half = 10;
+constexpr int k_grid_half_best = 10;
+constexpr int k_grid_half_fast = 2;
 constexpr float k_grid_step = 0.1f;
-constexpr int k_refine_rounds = 3;
+constexpr int k_refine_rounds_best = 3;
+constexpr int k_refine_rounds_fast = 1;
+
+std::atomic<int> g_effort{0};  // quantize_effort::best
+
+int grid_half() {
+    return g_effort.load(std::memory_order_relaxed) == 0 ? k_grid_half_best : k_grid_half_fast;
+}
+int refine_rounds() {
+    return g_effort.load(std::memory_order_relaxed) == 0 ? k_refine_rounds_best : k_refine_rounds_fast;
+}
 
 // Closed-form least-squares scale for fixed levels; returns the gain sxq^2 / sqq (the error is
 // sum(w x^2) - gain), or -1 when every level is zero.
@@ -64,6 +76,10 @@ float fit_affine(const float* x, const float* w, int n, const int* q, float& sca
 
 }  // namespace
 
+void set_effort(int effort) {
+    g_effort.store(effort, std::memory_order_relaxed);
+}
+
 void block_weights(const float* x, const float* importance, int n, float* w) {
     double sum = 0;
     if (importance) {
@@ -90,7 +106,8 @@ float fit_symmetric(const float* x, const float* w, int n, int qmin, int qmax, i
     for (const int edge : {qmin, qmax}) {
         if (edge == 0) continue;
         const float dir = edge < 0 ? -1.0f : 1.0f;
-        for (int k = -k_grid_half; k <= k_grid_half; ++k) {
+        const int half = grid_half();
+        for (int k = -half; k <= half; ++k) {
             const float target = float(edge) + dir * float(k) * k_grid_step;
             if (target * dir < 0.5f) continue;
             const float iscale = target / vmax;
@@ -106,7 +123,8 @@ float fit_symmetric(const float* x, const float* w, int n, int qmin, int qmax, i
     round_symmetric(x, n, best_iscale, qmin, qmax, q);
     float scale = 0;
     symmetric_gain(x, w, n, q, scale);
-    for (int round = 0; round < k_refine_rounds && scale != 0; ++round) {
+    const int rounds = refine_rounds();
+    for (int round = 0; round < rounds && scale != 0; ++round) {
         round_symmetric(x, n, 1.0f / scale, qmin, qmax, trial);
         float s = 0;
         const float gain = symmetric_gain(x, w, n, trial, s);
@@ -131,7 +149,8 @@ scale_min fit_scale_min(const float* x, const float* w, int n, int qmax, int* q)
     int trial[256];
     float best_err = INFINITY, best_scale = 0, best_offset = lo;
     bool have_best = false;
-    for (int k = -k_grid_half; k <= k_grid_half; ++k) {
+    const int half = grid_half();
+    for (int k = -half; k <= half; ++k) {
         const float iscale = (float(qmax) + float(k) * k_grid_step) / (hi - lo);
         for (int i = 0; i < n; ++i) trial[i] = clamp_level(round_level((x[i] - lo) * iscale), 0, qmax);
         float scale, offset;
@@ -144,7 +163,8 @@ scale_min fit_scale_min(const float* x, const float* w, int n, int qmax, int* q)
             std::copy(trial, trial + n, q);
         }
     }
-    for (int round = 0; round < k_refine_rounds && best_scale > 0; ++round) {
+    const int rounds = refine_rounds();
+    for (int round = 0; round < rounds && best_scale > 0; ++round) {
         const float iscale = 1.0f / best_scale;
         for (int i = 0; i < n; ++i) trial[i] = clamp_level(round_level((x[i] - best_offset) * iscale), 0, qmax);
         float scale, offset;

@@ -30,6 +30,9 @@ inline int clamp_level(int q, int lo, int hi) {
 // Per-element error weights for one block of n values. importance (nullable) holds the caller's
 // per-column weights for these n columns; without it the weights are 1 (plain squared error). A block
 // whose importance is all zero falls back to plain weights so that the fit stays well defined.
+// quantize_effort as an int (0 best, 1 fast); see quant.h.
+void set_effort(int effort);
+
 void block_weights(const float* x, const float* importance, int n, float* w);
 
 // x[i] ≈ scale * q[i] with integer q in [qmin, qmax] (qmin <= 0 < qmax). Returns the scale (0 for an

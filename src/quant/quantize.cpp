@@ -60,4 +60,8 @@ std::vector<uint8_t> quantize_tensor(dtype t, const float* src, int64_t n_rows, 
     return out;
 }
 
+void set_quantize_effort(quantize_effort e) {
+    quant_detail::set_effort(static_cast<int>(e));
+}
+
 }  // namespace memtile

@@ -3,6 +3,7 @@
 //   load_tile:  key rows -> kt [head_dim][k_tile] (transposed), value rows -> v [n][head_dim], f16 or f32 source
 //   score:      sc[j] = sum_d q[d] * kt[d][j] for j < round_up(n, 8)  (q already scaled)
 //   accumulate: acc[d] += sum_j p[j] * v[j][d] for j < n
+//   exp_sum:    sc[j] = exp(sc[j] - mx) for j < n (mx >= every sc[j]); returns the sum of the new values
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@ struct attention_kernels {
                       float* kt, float* v);
     void (*score)(const float* q, const float* kt, int head_dim, int n, float* sc);
     void (*accumulate)(const float* p, const float* v, int n, int head_dim, float* acc);
+    float (*exp_sum)(float* sc, int n, float mx);
 };
 
 // nullptr when not compiled in; requires head_dim % 8 == 0.

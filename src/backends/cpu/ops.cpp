@@ -89,7 +89,16 @@ void accumulate_portable(const float* p, const float* v, int n, int head_dim, fl
     }
 }
 
-const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable};
+float exp_sum_portable(float* sc, int n, float mx) {
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = std::exp(sc[j] - mx);
+        sum += sc[j];
+    }
+    return sum;
+}
+
+const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable, exp_sum_portable};
 
 // The AVX2 loops when the matmul path is AVX2 or better (so force_isa("scalar") covers attention too).
 const detail::attention_kernels& pick_kernels(int head_dim) {
@@ -153,11 +162,7 @@ void attention(const float* q, float* out, int n_tok, int pos0, const kv_cache& 
                         const float corr = std::exp(s.m[qi] - mx);  // 0 on the first tile (m = -inf)
                         float* acc = &s.acc[qi * size_t(head_dim)];
                         for (int d = 0; d < head_dim; d++) acc[d] *= corr;
-                        float sum = 0;
-                        for (int j = 0; j < nj; j++) {
-                            sc[j] = std::exp(sc[j] - mx);
-                            sum += sc[j];
-                        }
+                        const float sum = kern.exp_sum(sc, nj, mx);
                         kern.accumulate(sc, s.v.data(), nj, head_dim, acc);
                         s.l[qi] = s.l[qi] * corr + sum;
                         s.m[qi] = mx;
