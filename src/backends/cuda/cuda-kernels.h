@@ -2,7 +2,7 @@
 // compiler. Shapes are in elements; every pointer is device memory unless stated otherwise.
 //
 // Activations that feed integer-quantized weights are quantized per group of 32 elements:
-//   xq: int8 [n], xd: float [n / 32] (scale, x ~ xd * xq), xs: float [n / 32] (exact sum of the 32 x).
+//   xq: int8 [n], xd: float [n / 32] (scale, x ~ xd * xq), xs: float [n / 32] (xd * sum of the 32 xq).
 // The matrix-vector kernels take dot products of the weight quants with xq by __dp4a and apply the weight
 // scales and the group scale per block; xs carries the offset (min) terms of Q4_0, Q4_K and Q5_K.
 #pragma once
@@ -40,12 +40,14 @@ void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint
 // y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, cudaStream_t s);
-void launch_quantize(const float* x, int64_t n, int8_t* xq, float* xd, float* xs, cudaStream_t s);
+// q_block: elements per activation scale, 32 (as the CPU's q8_0, for Q8_0/Q4_0 weights) or 256 (as its q8_k,
+// for the K formats); xd then repeats the scale for each group of 32 of a block.
+void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s);
 // x = row *token of the embedding matrix, dequantized.
 void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s);
 // out = x / rms(x) * w ([n]); with xq non-null also the quantized out (n % 32 == 0).
-void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd, float* xs,
-                     cudaStream_t s);
+void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
+                     float* xs, cudaStream_t s);
 
 struct rope_params {
     int n_head, n_head_kv, head_dim, n_rot;
@@ -62,7 +64,8 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
                       int head_dim, const int32_t* pos, int n_split, float* partial, float* out, cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
-void launch_swiglu(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs, cudaStream_t s);
+void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                   cudaStream_t s);
 // *token = argmax(logits) (lowest index on ties); then *pos += 1 (the step is complete).
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s);
 

@@ -282,6 +282,14 @@ private:
         streamed_ += uint64_t(tok_embd_.q_row_bytes);
     }
 
+    // Activation quantization block of the consumers of one activation: 256 (one scale per 256, as the CPU
+    // engine's q8_k) when any is a K format, else 32 (its q8_0), so that integer dot products equal the CPU's.
+    static int q_block(const std::vector<part>& consumers) {
+        for (const auto& p : consumers)
+            if (p.w.type == dtype::q4_k || p.w.type == dtype::q5_k || p.w.type == dtype::q6_k) return 256;
+        return 32;
+    }
+
     // The decode step, in stream order (captured once into the graph).
     void record() {
         const auto& c = cfg_;
@@ -297,19 +305,19 @@ private:
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + il * layer_kv;
             uint16_t* vc = v_cache_ + il * layer_kv;
-            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             launch_attention(qkv_, kc, vc, int(c.n_head), int(c.n_head_kv), int(c.head_dim), pos, n_split_, partial_,
                              att_, s);
-            if (matvec_uses_int8(L.wo.type)) launch_quantize(att_, Q, xq_, xd_, xs_, s);
+            if (matvec_uses_int8(L.wo.type)) launch_quantize(att_, Q, q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
-            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
-            launch_swiglu(gu_, F, xn_, xq_, xd_, xs_, s);
+            launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
             launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
         }
-        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, xq_, xd_, xs_, s);
+        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
         launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
         launch_argmax(logits_, int(c.n_vocab), token, pos, s);
     }
@@ -440,7 +448,7 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps) {
     auto* xs = static_cast<float*>(alloc(size_t(n_in / 32 + 1) * 4));
     auto* y = static_cast<float*>(alloc(size_t(n_out) * 4));
     launch_fill_f32(x, n_in, 0.5f, nullptr);
-    if (n_in % 32 == 0) launch_quantize(x, n_in, xq, xd, xs, nullptr);
+    if (n_in % 32 == 0) launch_quantize(x, n_in, 32, xq, xd, xs, nullptr);
     cudaEvent_t a, b;
     check(cudaEventCreate(&a), "cudaEventCreate");
     check(cudaEventCreate(&b), "cudaEventCreate");

@@ -10,7 +10,8 @@
 namespace memtile::cuda {
 namespace {
 
-constexpr int k_rows_per_block = 4;  // warps per block, one row each
+constexpr int k_warps = 4;          // warps per block
+constexpr int k_rows_per_warp = 2;  // rows sharing one set of activation loads
 
 __device__ __forceinline__ int4 load_stream(const uint8_t* p) {
     return __ldcs(reinterpret_cast<const int4*>(p));
@@ -44,120 +45,138 @@ __device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float
     }
 }
 
+// Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
+// adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
+
 // Q8_0 task t: quants t*16..t*16+15 of the row (half of block t/2).
-__device__ __forceinline__ float task_q8_0(const uint8_t* q, const uint16_t* d, const int8_t* xq, const float* xd,
-                                           int t) {
-    const int4 w = load_stream(q + 16 * t);
+template <int R>
+__device__ __forceinline__ void task_q8_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, float (&acc)[R]) {
     const int4 a = load_act(xq + 16 * t);
-    int s = __dp4a(w.x, a.x, 0);
-    s = __dp4a(w.y, a.y, s);
-    s = __dp4a(w.z, a.z, s);
-    s = __dp4a(w.w, a.w, s);
-    return h2f(__ldg(d + t / 2)) * xd[t / 2] * float(s);
+    const float ad = xd[t / 2];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w = load_stream(q[r] + 16 * t);
+        int s = __dp4a(w.x, a.x, 0);
+        s = __dp4a(w.y, a.y, s);
+        s = __dp4a(w.z, a.z, s);
+        s = __dp4a(w.w, a.w, s);
+        acc[r] += h2f(__ldg(d[r] + t / 2)) * ad * float(s);
+    }
 }
 
 // Q4_0 task b: block b (16 bytes: element j in the low nibble of byte j, element j + 16 in the high one).
-__device__ __forceinline__ float task_q4_0(const uint8_t* q, const uint16_t* d, const int8_t* xq, const float* xd,
-                                           const float* xs, int b) {
-    const int4 w = load_stream(q + 16 * b);
+template <int R>
+__device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, const float* xs, int b, float (&acc)[R]) {
     const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
-    int s = 0;
+    const float ad = xd[b], as = xs[b];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        s = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), s);
-        s = __dp4a((word(w, k) >> 4) & 0x0f0f0f0f, word(a1, k), s);
+    for (int r = 0; r < R; r++) {
+        const int4 w = load_stream(q[r] + 16 * b);
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), s);
+            s = __dp4a((word(w, k) >> 4) & 0x0f0f0f0f, word(a1, k), s);
+        }
+        acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(s) - 8.0f * as);
     }
-    const float dd = h2f(__ldg(d + b));
-    return dd * (xd[b] * float(s) - 8.0f * xs[b]);
 }
 
 // Q4_K task t: super-block t/4, c = t%4: quant bytes 32c..32c+31 hold sub-block 2c (low nibbles) and 2c+1
-// (high nibbles), elements 64c..64c+63 of the super-block.
-__device__ __forceinline__ float task_q4_k(const uint8_t* q, const int8_t* xq, const float* xd, const float* xs,
-                                           int t) {
+// (high nibbles), elements 64c..64c+63 of the super-block. Q5_K (FIVE): bit 4 of element l of sub-block s is
+// bit s of qh[l]; its block is header 16 | qh 32 | qs 128.
+template <int R, bool FIVE>
+__device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8_t* xq, const float* xd,
+                                        const float* xs, int t, float (&acc)[R]) {
     const int b = t >> 2, c = t & 3;
-    const uint8_t* blk = q + int64_t(b) * 144;
-    const int4 h = load_stream(blk);
-    const int4 w0 = load_stream(blk + 16 + 32 * c), w1 = load_stream(blk + 32 + 32 * c);
     const int8_t* ax = xq + b * 256 + 64 * c;
     const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
-        lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
-        hi = __dp4a((word(w0, k) >> 4) & 0x0f0f0f0f, word(a2, k), hi);
-        hi = __dp4a((word(w1, k) >> 4) & 0x0f0f0f0f, word(a3, k), hi);
-    }
-    float sc0, mn0, sc1, mn1;
-    scale_min(h, 2 * c, sc0, mn0);
-    scale_min(h, 2 * c + 1, sc1, mn1);
-    const float d = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
     const int g = b * 8 + 2 * c;
-    return d * (sc0 * xd[g] * float(lo) + sc1 * xd[g + 1] * float(hi)) - dmin * (mn0 * xs[g] + mn1 * xs[g + 1]);
-}
-
-// Q5_K task t: as Q4_K, with bit 4 of element l of sub-block s taken from bit s of qh[l].
-__device__ __forceinline__ float task_q5_k(const uint8_t* q, const int8_t* xq, const float* xd, const float* xs,
-                                           int t) {
-    const int b = t >> 2, c = t & 3;
-    const uint8_t* blk = q + int64_t(b) * 176;
-    const int4 h = load_stream(blk);
-    const int4 qh0 = load_stream(blk + 16), qh1 = load_stream(blk + 32);
-    const int4 w0 = load_stream(blk + 48 + 32 * c), w1 = load_stream(blk + 64 + 32 * c);
-    const int8_t* ax = xq + b * 256 + 64 * c;
-    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const float ad0 = xd[g], ad1 = xd[g + 1], as0 = xs[g], as1 = xs[g + 1];
     const int s0 = 2 * c, s1 = 2 * c + 1;
-    int lo = 0, hi = 0;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int hA = word(qh0, k), hB = word(qh1, k);
-        lo = __dp4a((word(w0, k) & 0x0f0f0f0f) | (((hA >> s0) & 0x01010101) << 4), word(a0, k), lo);
-        lo = __dp4a((word(w1, k) & 0x0f0f0f0f) | (((hB >> s0) & 0x01010101) << 4), word(a1, k), lo);
-        hi = __dp4a(((word(w0, k) >> 4) & 0x0f0f0f0f) | (((hA >> s1) & 0x01010101) << 4), word(a2, k), hi);
-        hi = __dp4a(((word(w1, k) >> 4) & 0x0f0f0f0f) | (((hB >> s1) & 0x01010101) << 4), word(a3, k), hi);
+    for (int r = 0; r < R; r++) {
+        const uint8_t* blk = q[r] + int64_t(b) * (FIVE ? 176 : 144);
+        const int4 h = load_stream(blk);
+        const int qs_off = FIVE ? 48 : 16;
+        const int4 w0 = load_stream(blk + qs_off + 32 * c), w1 = load_stream(blk + qs_off + 16 + 32 * c);
+        int4 qh0 = make_int4(0, 0, 0, 0), qh1 = qh0;
+        if (FIVE) {
+            qh0 = load_stream(blk + 16);
+            qh1 = load_stream(blk + 32);
+        }
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            int l0 = word(w0, k) & 0x0f0f0f0f, l1 = word(w1, k) & 0x0f0f0f0f;
+            int h0 = (word(w0, k) >> 4) & 0x0f0f0f0f, h1 = (word(w1, k) >> 4) & 0x0f0f0f0f;
+            if (FIVE) {
+                const int hA = word(qh0, k), hB = word(qh1, k);
+                l0 |= ((hA >> s0) & 0x01010101) << 4;
+                l1 |= ((hB >> s0) & 0x01010101) << 4;
+                h0 |= ((hA >> s1) & 0x01010101) << 4;
+                h1 |= ((hB >> s1) & 0x01010101) << 4;
+            }
+            lo = __dp4a(l0, word(a0, k), lo);
+            lo = __dp4a(l1, word(a1, k), lo);
+            hi = __dp4a(h0, word(a2, k), hi);
+            hi = __dp4a(h1, word(a3, k), hi);
+        }
+        float sc0, mn0, sc1, mn1;
+        scale_min(h, s0, sc0, mn0);
+        scale_min(h, s1, sc1, mn1);
+        const float d = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
+        acc[r] += d * (sc0 * ad0 * float(lo) + sc1 * ad1 * float(hi)) - dmin * (mn0 * as0 + mn1 * as1);
     }
-    float sc0, mn0, sc1, mn1;
-    scale_min(h, s0, sc0, mn0);
-    scale_min(h, s1, sc1, mn1);
-    const float d = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
-    const int g = b * 8 + 2 * c;
-    return d * (sc0 * xd[g] * float(lo) + sc1 * xd[g + 1] * float(hi)) - dmin * (mn0 * xs[g] + mn1 * xs[g + 1]);
 }
 
 // Q6_K task t: super-block t/2, half hh = t%2 (128 elements). Repacked block: ql[128] | qh[64] | scales[16].
 // Element 128hh + 32j + l (j = 0..3, l = 0..31): ql byte 64hh + 32(j&1) + l (low nibble for j < 2, high for
 // j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
-__device__ __forceinline__ float task_q6_k(const uint8_t* q, const uint16_t* d, const int8_t* xq, const float* xd,
-                                           int t) {
+template <int R>
+__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, float (&acc)[R]) {
     const int b = t >> 1, hh = t & 1;
-    const uint8_t* blk = q + int64_t(b) * 208;
-    int4 L[4], H[2];
+    int4 L[R][4], H[R][2], sc[R];
 #pragma unroll
-    for (int i = 0; i < 4; i++) L[i] = load_stream(blk + 64 * hh + 16 * i);
-    H[0] = load_stream(blk + 128 + 32 * hh);
-    H[1] = load_stream(blk + 144 + 32 * hh);
-    const int4 sc = load_stream(blk + 192);
+    for (int r = 0; r < R; r++) {
+        const uint8_t* blk = q[r] + int64_t(b) * 208;
+#pragma unroll
+        for (int i = 0; i < 4; i++) L[r][i] = load_stream(blk + 64 * hh + 16 * i);
+        H[r][0] = load_stream(blk + 128 + 32 * hh);
+        H[r][1] = load_stream(blk + 144 + 32 * hh);
+        sc[r] = load_stream(blk + 192);
+    }
     const int8_t* ax = xq + b * 256 + 128 * hh;
-    float acc = 0;
+    float part[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) part[r] = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
-        int dot[2] = {0, 0}, sum[2] = {0, 0};
+        int sum[2] = {0, 0};
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int lw = word(L[(j & 1) * 2 + k / 4], k % 4);
-            const int hw = word(H[k / 4], k % 4);
-            const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
-            const int av = word(k < 4 ? a0 : a1, k % 4);
-            dot[k / 4] = __dp4a(qv, av, dot[k / 4]);
-            sum[k / 4] = __dp4a(0x01010101, av, sum[k / 4]);
+        for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
+        const float ad = xd[b * 8 + 4 * hh + j];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int dot[2] = {0, 0};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int lw = word(L[r][(j & 1) * 2 + k / 4], k % 4);
+                const int hw = word(H[r][k / 4], k % 4);
+                const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
+                dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
+            }
+            const float s0 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j)));
+            const float s1 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1)));
+            part[r] += ad * (s0 * float(dot[0] - 32 * sum[0]) + s1 * float(dot[1] - 32 * sum[1]));
         }
-        const float s0 = float(int8_t(byte_of(sc, 8 * hh + 2 * j))),
-                    s1 = float(int8_t(byte_of(sc, 8 * hh + 2 * j + 1)));
-        acc += xd[b * 8 + 4 * hh + j] * (s0 * float(dot[0] - 32 * sum[0]) + s1 * float(dot[1] - 32 * sum[1]));
     }
-    return h2f(__ldg(d + b)) * acc;
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * part[r];
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
@@ -186,77 +205,76 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
     return t == dtype::f16 ? h2f(b) : __uint_as_float(uint32_t(b) << 16);
 }
 
-template <dtype T>
-__global__ void __launch_bounds__(32 * k_rows_per_block)
+// Block: k_warps warps; warp w takes rows R * (blockIdx.x * k_warps + w) + r, r < R (rows past n_out repeat
+// the last row and are not stored).
+template <dtype T, int R>
+__global__ void __launch_bounds__(32 * k_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   int accumulate) {
     const int lane = threadIdx.x & 31;
-    const int64_t row = int64_t(blockIdx.x) * k_rows_per_block + (threadIdx.x >> 5);
-    if (row >= w.n_out) return;
-    const uint8_t* q = w.q + row * w.q_row_bytes;
+    const int64_t row0 = (int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5)) * R;
+    if (row0 >= w.n_out) return;
     const int n_in = int(w.n_in);
-    float acc = 0;
+    const int64_t d_row = T == dtype::q6_k ? n_in / 256 : n_in / 32;
+    const uint8_t* q[R];
+    const uint16_t* d[R];
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = min(row0 + r, w.n_out - 1);
+        q[r] = w.q + row * w.q_row_bytes;
+        d[r] = w.d ? w.d + row * d_row : nullptr;
+        acc[r] = 0;
+    }
     if constexpr (T == dtype::q8_0) {
-        const uint16_t* d = w.d + row * (n_in / 32);
-#pragma unroll 4
-        for (int t = lane; t < n_in / 16; t += 32) acc += task_q8_0(q, d, xq, xd, t);
+#pragma unroll 2
+        for (int t = lane; t < n_in / 16; t += 32) task_q8_0<R>(q, d, xq, xd, t, acc);
     } else if constexpr (T == dtype::q4_0) {
-        const uint16_t* d = w.d + row * (n_in / 32);
-#pragma unroll 4
-        for (int t = lane; t < n_in / 32; t += 32) acc += task_q4_0(q, d, xq, xd, xs, t);
-    } else if constexpr (T == dtype::q4_k) {
 #pragma unroll 2
-        for (int t = lane; t < n_in / 64; t += 32) acc += task_q4_k(q, xq, xd, xs, t);
-    } else if constexpr (T == dtype::q5_k) {
-#pragma unroll 2
-        for (int t = lane; t < n_in / 64; t += 32) acc += task_q5_k(q, xq, xd, xs, t);
+        for (int t = lane; t < n_in / 32; t += 32) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
+    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
+        for (int t = lane; t < n_in / 64; t += 32) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, acc);
     } else if constexpr (T == dtype::q6_k) {
-        const uint16_t* d = w.d + row * (n_in / 256);
-        for (int t = lane; t < n_in / 128; t += 32) acc += task_q6_k(q, d, xq, xd, t);
+        for (int t = lane; t < n_in / 128; t += 32) task_q6_k<R>(q, d, xq, xd, t, acc);
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
         if (n_in % 8 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);
-#pragma unroll 4
+#pragma unroll 2
             for (int t = lane; t < n_in / 8; t += 32) {
-                const int4 v = load_stream(q + 16 * t);
                 const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
-                acc += T == dtype::f16 ? dot8_f16(v, x0, x1) : dot8_bf16(v, x0, x1);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int4 v = load_stream(q[r] + 16 * t);
+                    acc[r] += T == dtype::f16 ? dot8_f16(v, x0, x1) : dot8_bf16(v, x0, x1);
+                }
             }
         } else {
-            for (int i = lane; i < n_in; i += 32) acc += plain_elem(T, q, i) * x[i];
+            for (int i = lane; i < n_in; i += 32)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
         }
     } else {
         if (n_in % 4 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);
-#pragma unroll 4
+#pragma unroll 2
             for (int t = lane; t < n_in / 4; t += 32) {
-                const float4 v = __ldcs(reinterpret_cast<const float4*>(q) + t), a = __ldg(x4 + t);
-                acc += v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
+                const float4 a = __ldg(x4 + t);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float4 v = __ldcs(reinterpret_cast<const float4*>(q[r]) + t);
+                    acc[r] += v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
+                }
             }
         } else {
-            for (int i = lane; i < n_in; i += 32) acc += plain_elem(T, q, i) * x[i];
+            for (int i = lane; i < n_in; i += 32)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
         }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) y[row] = accumulate ? y[row] + acc : acc;
-}
-
-// One warp per group of 32: scale = max|x| / 127, q = round(x / scale), s = sum x.
-__global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
-    const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (g >= n / 32) return;
-    const float v = x[g * 32 + lane];
-    float amax = fabsf(v), sum = v;
-    for (int o = 16; o > 0; o >>= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    }
-    const float d = amax / 127.0f;
-    xq[g * 32 + lane] = int8_t(d > 0 ? __float2int_rn(v / d) : 0);
-    if (lane == 0) {
-        xd[g] = d;
-        xs[g] = sum;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float v = warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v : v;
     }
 }
 
@@ -311,8 +329,9 @@ __global__ void embed_kernel(gpu_weight w, const int32_t* token, float* x) {
 template <dtype T>
 void launch_typed(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   bool accumulate, cudaStream_t s) {
-    const unsigned blocks = unsigned((w.n_out + k_rows_per_block - 1) / k_rows_per_block);
-    matvec_kernel<T><<<blocks, 32 * k_rows_per_block, 0, s>>>(w, x, xq, xd, xs, y, accumulate ? 1 : 0);
+    constexpr int rows_per_block = k_warps * k_rows_per_warp;
+    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
+    matvec_kernel<T, k_rows_per_warp><<<blocks, 32 * k_warps, 0, s>>>(w, x, xq, xd, xs, y, accumulate ? 1 : 0);
 }
 
 }  // namespace
@@ -329,11 +348,6 @@ void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const 
         case dtype::bf16: launch_typed<dtype::bf16>(w, x, xq, xd, xs, y, accumulate, s); break;
         default: launch_typed<dtype::f32>(w, x, xq, xd, xs, y, accumulate, s); break;
     }
-}
-
-void launch_quantize(const float* x, int64_t n, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
-    const int64_t threads = n;  // one lane per element, n % 32 == 0
-    quantize_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
 }
 
 void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s) {

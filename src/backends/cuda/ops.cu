@@ -20,45 +20,80 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Quantizes one group of 32 held by a warp (lane's element v) into xq/xd/xs at group g.
-__device__ __forceinline__ void quantize_group(float v, int64_t g, int lane, int8_t* xq, float* xd, float* xs) {
-    const float amax = warp_max(fabsf(v)), sum = warp_sum(v);
-    const float d = amax / 127.0f;
-    xq[g * 32 + lane] = int8_t(d > 0 ? __float2int_rn(v / d) : 0);
-    if (lane == 0) {
-        xd[g] = d;
-        xs[g] = sum;
+__device__ __forceinline__ int warp_sum_int(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane) with one scale for all NG
+// groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one scale per 256):
+// d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of 32.
+template <int NG>
+__device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
+                                              float* xs) {
+    float amax = 0;
+#pragma unroll
+    for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
+    amax = warp_max(amax);
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+#pragma unroll
+    for (int k = 0; k < NG; k++) {
+        const int q = __float2int_rn(__fmul_rn(v[k], inv));
+        xq[(g0 + k) * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[g0 + k] = d;
+            xs[g0 + k] = d * float(sq);
+        }
     }
 }
 
-// One block of 1024 threads: sum of squares, then each warp normalises (and quantizes) groups of 32.
+// One block of 1024 threads: sum of squares in double (as the CPU engine), then each warp normalises (and
+// quantizes) runs of NG groups of 32.
+template <int NG>
 __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd,
                                 float* xs) {
-    __shared__ float partial[32];
+    __shared__ double partial[32];
     __shared__ float scale_s;
-    float ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
-    ss = warp_sum(ss);
+    double ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += double(x[i]) * double(x[i]);
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
     if (lane == 0) partial[warp] = ss;
     __syncthreads();
     if (warp == 0) {
-        float t = lane < n_warps ? partial[lane] : 0.0f;
-        t = warp_sum(t);
-        if (lane == 0) scale_s = rsqrtf(t / float(n) + eps);
+        double t = lane < n_warps ? partial[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+        if (lane == 0) scale_s = float(1.0 / sqrt(t / double(n) + double(eps)));
     }
     __syncthreads();
     const float scale = scale_s;
     if (xq) {
-        for (int g = warp; g < n / 32; g += n_warps) {
-            const int i = g * 32 + lane;
-            const float v = x[i] * scale * w[i];
-            out[i] = v;
-            quantize_group(v, g, lane, xq, xd, xs);
+        for (int r = warp; r < n / (32 * NG); r += n_warps) {
+            float v[NG];
+#pragma unroll
+            for (int k = 0; k < NG; k++) {
+                const int i = (r * NG + k) * 32 + lane;
+                v[k] = x[i] * scale * w[i];
+                out[i] = v[k];
+            }
+            quantize_warp<NG>(v, int64_t(r) * NG, lane, xq, xd, xs);
         }
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * w[i];
     }
+}
+
+// One warp per run of NG groups of 32 of x.
+template <int NG>
+__global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
+    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= n / (32 * NG)) return;
+    float v[NG];
+#pragma unroll
+    for (int k = 0; k < NG; k++) v[k] = x[(r * NG + k) * 32 + lane];
+    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
 }
 
 // One thread per rotated pair of q and k heads, then the k/v cache write. Grid covers max(q_dim, 2 kv_dim).
@@ -129,7 +164,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
         }
         s = warp_sum(s);
         const float m_new = fmaxf(m, s);
-        const float corr = __expf(m - m_new), p = __expf(s - m_new);
+        const float corr = expf(m - m_new), p = expf(s - m_new);
         l = l * corr + p;
 #pragma unroll
         for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
@@ -149,13 +184,13 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float a = 0;
         for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) a += sacc[w][d] * __expf(sm[w] - M);
+            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
         out[2 + d] = a;
     }
     if (threadIdx.x == 0) {
         float L = 0;
         for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) L += sl[w] * __expf(sm[w] - M);
+            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
         out[0] = M;
         out[1] = L;
     }
@@ -170,23 +205,37 @@ __global__ void attn_combine_kernel(const float* partial, int n_split, int hd, f
         if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
     float L = 0;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * __expf(p[s * (hd + 2)] - M);
+        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float a = 0;
         for (int s = 0; s < n_split; s++)
-            if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * __expf(p[s * (hd + 2)] - M);
+            if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
         out[h * hd + d] = a / L;
     }
 }
 
+// gate/up product; with xq, one warp per run of NG groups of 32 (quantized as it is written).
+template <int NG>
 __global__ void swiglu_kernel(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    const bool quant = xq != nullptr;
-    if (quant ? (i >> 5) >= n_ff / 32 : i >= n_ff) return;
-    const float g = gu[i];
-    const float v = g / (1.0f + __expf(-g)) * gu[n_ff + i];
-    out[i] = v;
-    if (quant) quantize_group(v, i >> 5, int(threadIdx.x & 31), xq, xd, xs);
+    if (!xq) {
+        const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+        if (i >= n_ff) return;
+        const float g = gu[i];
+        out[i] = g / (1.0f + expf(-g)) * gu[n_ff + i];
+        return;
+    }
+    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= n_ff / (32 * NG)) return;
+    float v[NG];
+#pragma unroll
+    for (int k = 0; k < NG; k++) {
+        const int64_t i = (r * NG + k) * 32 + lane;
+        const float g = gu[i];
+        v[k] = g / (1.0f + expf(-g)) * gu[n_ff + i];
+        out[i] = v[k];
+    }
+    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
 }
 
 __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
@@ -316,9 +365,19 @@ __global__ void read_l2_kernel(const int4* p, uint64_t n, int passes, int* sink)
 
 }  // namespace
 
-void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd, float* xs,
-                     cudaStream_t s) {
-    rms_norm_kernel<<<1, 1024, 0, s>>>(x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
+void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
+                     float* xs, cudaStream_t s) {
+    if (xq && q_block == 256 && n % 256 == 0)
+        rms_norm_kernel<8><<<1, 1024, 0, s>>>(x, w, out, n, eps, xq, xd, xs);
+    else
+        rms_norm_kernel<1><<<1, 1024, 0, s>>>(x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
+}
+
+void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    if (q_block == 256 && n % 256 == 0)
+        quantize_kernel<8><<<unsigned((n / 8 + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+    else
+        quantize_kernel<1><<<unsigned((n + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
 }
 
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
@@ -344,9 +403,14 @@ void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v
     attn_combine_kernel<<<unsigned(n_head), 128, 0, s>>>(partial, n_split, head_dim, out);
 }
 
-void launch_swiglu(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
-    const bool quant = xq && n_ff % 32 == 0;
-    swiglu_kernel<<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, quant ? xq : nullptr, xd, xs);
+void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                   cudaStream_t s) {
+    if (xq && q_block == 256 && n_ff % 256 == 0)
+        swiglu_kernel<8><<<unsigned((n_ff / 8 + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+    else if (xq && n_ff % 32 == 0)
+        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+    else
+        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, nullptr, xd, xs);
 }
 
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {
