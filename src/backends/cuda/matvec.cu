@@ -10,8 +10,7 @@
 namespace memtile::cuda {
 namespace {
 
-constexpr int k_warps = 4;          // warps per block
-constexpr int k_rows_per_warp = 2;  // rows sharing one set of activation loads
+constexpr int k_warps = 4;  // warps per block
 
 __device__ __forceinline__ int4 load_stream(const uint8_t* p) {
     return __ldcs(reinterpret_cast<const int4*>(p));
@@ -329,9 +328,12 @@ __global__ void embed_kernel(gpu_weight w, const int32_t* token, float* x) {
 template <dtype T>
 void launch_typed(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   bool accumulate, cudaStream_t s) {
-    constexpr int rows_per_block = k_warps * k_rows_per_warp;
+    // 2 rows per warp: 4 was measured slower for every format (F16 decode 203 -> 142 tok/s, fewer warps in
+    // flight on the 4096-row matrices), see docs/cuda.md.
+    constexpr int rows = 2;
+    constexpr int rows_per_block = k_warps * rows;
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-    matvec_kernel<T, k_rows_per_warp><<<blocks, 32 * k_warps, 0, s>>>(w, x, xq, xd, xs, y, accumulate ? 1 : 0);
+    matvec_kernel<T, rows><<<blocks, 32 * k_warps, 0, s>>>(w, x, xq, xd, xs, y, accumulate ? 1 : 0);
 }
 
 }  // namespace
