@@ -1,4 +1,5 @@
 // memtile run [-m MODEL] [-p PROMPT | -f FILE | --prompt-ids IDS] [-n N] [sampling flags] [--ids] [--verbose]
+//             [--device cpu|cuda]
 #include <fmt/core.h>
 
 #include <chrono>
@@ -6,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/cuda/cuda-backend.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
@@ -55,10 +57,13 @@ public:
         sub->add_flag("--parse-special", parse_special_, "Recognise special-token text in the prompt");
         sub->add_flag("--ids", ids_, "Print generated token ids, one per line, instead of text");
         sub->add_flag("-v,--verbose", verbose_, "Print load time, time to first token, prefill and decode speed");
+        sub->add_option("--device", device_, "Where to compute: cpu, or cuda (the GPU decode step)")
+            ->check(CLI::IsMember({"cpu", "cuda"}));
         return sub;
     }
 
     int run() override {
+        if (device_ == "cuda") return run_cuda();
         using clock_type = std::chrono::steady_clock;
         const auto t_load = clock_type::now();
         const std::string path = model_.model_path();
@@ -128,6 +133,75 @@ public:
     }
 
 private:
+    std::vector<int32_t> prompt_tokens(const tokenizer* tok) const {
+        if (!prompt_ids_.empty()) return parse_ids(prompt_ids_);
+        std::string text = prompt_;
+        if (!prompt_file_.empty()) {
+            std::ifstream f(prompt_file_, std::ios::binary);
+            text.assign(std::istreambuf_iterator<char>(f), {});
+        }
+        tokenize_options to;
+        to.add_special = !no_bos_;
+        to.parse_special = parse_special_;
+        std::vector<int32_t> prompt = tok->tokenize(text, to);
+        if (prompt.empty()) {
+            if (tok->bos() < 0) fail("run", "empty prompt and the model has no BOS token to start from");
+            prompt.push_back(tok->bos());
+        }
+        return prompt;
+    }
+
+    // The CUDA path: every token (prompt ones too) goes through the GPU decode step; sampling on the host
+    // logits with the same sampler as the CPU path.
+    int run_cuda() {
+        using clock_type = std::chrono::steady_clock;
+        cuda::require_device();
+        const std::string path = model_.model_path();
+        auto g = gguf_file::open(path, model_.options().load);
+        std::shared_ptr<const tokenizer> tok;
+        try {
+            tok = tokenizer::from_gguf(*g);
+        } catch (const error& e) {
+            if (prompt_ids_.empty() || !ids_) throw;
+        }
+        const model_config cfg = read_model_config(*g);
+        auto dec = cuda::decoder::load(g, model_.context_for(cfg.n_ctx_train));
+        const std::vector<int32_t> prompt = prompt_tokens(tok.get());
+        if (prompt.size() >= model_.context_for(cfg.n_ctx_train))
+            fail("run", "the prompt has {} tokens but the context holds {}", prompt.size(),
+                 model_.context_for(cfg.n_ctx_train));
+        sampler smp(sampling_.params());
+        std::span<const float> logits;
+        const auto t0 = clock_type::now();
+        for (int32_t t : prompt) {
+            smp.accept(t);
+            logits = dec->forward(t);
+        }
+        const auto t1 = clock_type::now();
+        int n_gen = 0;
+        for (; n_gen < gen_.n_predict && dec->used() < model_.context_for(cfg.n_ctx_train); n_gen++) {
+            const int32_t id = smp.sample(logits);
+            smp.accept(id);
+            if (tok && !gen_.ignore_eos && tok->is_eog(id)) break;
+            if (ids_)
+                fmt::print("{}\n", id);
+            else
+                fmt::print("{}", tok->token_to_piece(id));
+            std::fflush(stdout);
+            logits = dec->forward(id);
+        }
+        if (!ids_) fmt::print("\n");
+        const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+        const double decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
+        fmt::print(stderr,
+                   "[memtile] cuda: {} prompt tokens, {} generated: decode {:.2f} tok/s, prefill {:.1f} tok/s\n",
+                   prompt.size(), n_gen, decode_s > 0 ? n_gen / decode_s : 0.0,
+                   prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);
+        if (verbose_) fmt::print(stderr, "[memtile] {}: {}\n", cuda::device_description(), dec->summary());
+        return 0;
+    }
+
+    std::string device_ = "cpu";
     model_flags model_;
     sampling_flags sampling_;
     generate_options gen_;

@@ -1,0 +1,67 @@
+// CUDA backend: the llama-family decode step (one token of one sequence) on an NVIDIA GPU.
+//
+// Weights are uploaded once from the GGUF mapping (or filled with random values of the right formats for
+// benchmarks), in GGUF layout where its blocks are already 16-byte aligned (Q4_K, Q5_K, F16, BF16, F32) and
+// otherwise split into a 16-byte aligned quant array plus a separate f16 scale array (Q8_0, Q4_0, Q6_K), so
+// that every weight byte is read with coalesced 16-byte loads. The whole step (embedding, RMSNorm,
+// projections, RoPE + KV write, split-K attention, SwiGLU, output, argmax) is captured once in a CUDA graph
+// and replayed per token; the position and the token live in device memory so that the graph never changes.
+//
+// This header has no CUDA types: it is compiled into every build. Without MEMTILE_CUDA, compiled() is false
+// and everything else reports that the backend is not compiled in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/dtype.h"
+#include "models/model-config.h"
+#include "quant/file-type.h"
+
+namespace memtile {
+class gguf_file;
+}
+
+namespace memtile::cuda {
+
+bool compiled();
+int device_count();                // 0 when not compiled in, no driver or no device
+std::string device_description();  // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)" or why none is usable
+void require_device();             // throws memtile::error ("cuda") naming the reason when none is usable
+
+struct bandwidth_probe {
+    double hbm_read_gbs = 0;  // streaming read of a 4 GiB buffer (16-byte loads), median of several passes
+    double l2_read_gbs = 0;   // the same over a 16 MiB buffer that stays in L2
+};
+bandwidth_probe probe_bandwidth();
+
+// One matrix-vector product y = W x on a random [n_out, n_in] weight of type t, repeated; GB/s of weight
+// bytes streamed (median). For locating the gap between the decode step and the bandwidth limit.
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
+
+class decoder {
+public:
+    // Weights from a GGUF file (llama, qwen2, phi3); n_ctx positions of f16 KV cache on the device.
+    static std::unique_ptr<decoder> load(std::shared_ptr<gguf_file> g, uint32_t n_ctx);
+    // Random weights of the shapes of `c` and the tensor types file type `ft` implies (benchmarks).
+    static std::unique_ptr<decoder> random(const model_config& c, file_type ft, uint32_t n_ctx, uint64_t seed);
+    virtual ~decoder() = default;
+
+    virtual const model_config& config() const = 0;
+    // Appends `token` at position used() and returns its logits ([n_vocab], valid until the next call).
+    virtual std::span<const float> forward(int32_t token) = 0;
+    // As forward, but returns only the argmax of the logits (computed on the GPU; ties: lowest id).
+    virtual int32_t forward_greedy(int32_t token) = 0;
+    // Runs n greedy steps back to back on the device (each feeds its argmax to the next, no host round
+    // trip) after `warmup` untimed steps, starting from an empty cache; returns seconds for the n steps.
+    virtual double bench_decode(int n, int warmup, int32_t first_token) = 0;
+    virtual uint32_t used() const = 0;
+    virtual void reset() = 0;  // empties the KV cache
+    // Weight bytes read per decode step (every matrix once, one embedding row), excluding the KV cache.
+    virtual uint64_t streamed_bytes_per_token() const = 0;
+    virtual std::string summary() const = 0;  // tensor types and device memory, one line
+};
+
+}  // namespace memtile::cuda

@@ -1,0 +1,79 @@
+// Launchers of the CUDA kernels (defined in the .cu files), callable from host C++ compiled by the C++
+// compiler. Shapes are in elements; every pointer is device memory unless stated otherwise.
+//
+// Activations that feed integer-quantized weights are quantized per group of 32 elements:
+//   xq: int8 [n], xd: float [n / 32] (scale, x ~ xd * xq), xs: float [n / 32] (xd * sum of the 32 xq).
+// The matrix-vector kernels take dot products of the weight quants with xq by __dp4a and apply the weight
+// scales and the group scale per block; xs carries the offset (min) terms of Q4_0, Q4_K and Q5_K.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace memtile::cuda {
+
+// A weight matrix of n_out rows of n_in elements on the device, in the layout the matvec kernels read:
+//   F32/F16/BF16: q = rows of n_in elements, row stride q_row_bytes; d = null.
+//   Q4_K/Q5_K:    q = GGUF blocks (144/176 bytes, both multiples of 16) back to back; d = null.
+//   Q8_0:         q = [n_out][n_in] int8 quants; d = [n_out][n_in / 32] f16 scales.
+//   Q4_0:         q = [n_out][n_in / 32][16] GGUF nibble bytes; d = [n_out][n_in / 32] f16 scales.
+//   Q6_K:         q = [n_out][n_in / 256][208] (ql 128 | qh 64 | scales 16); d = [n_out][n_in / 256] f16.
+struct gpu_weight {
+    dtype type = dtype::f32;
+    int64_t n_in = 0, n_out = 0;
+    const uint8_t* q = nullptr;
+    const uint16_t* d = nullptr;
+    int64_t q_row_bytes = 0;
+};
+
+bool matvec_supported(dtype t);
+bool matvec_uses_int8(dtype t);  // reads xq/xd/xs instead of x
+// Bytes of q per row and of d per row in the device layout above.
+int64_t device_q_row_bytes(dtype t, int64_t n_in);
+int64_t device_d_row_elems(dtype t, int64_t n_in);
+// Converts n_rows GGUF rows at src into the device layout (host memory; q and d sized by the functions above).
+void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint8_t* q, uint16_t* d);
+
+// y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]
+void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                   bool accumulate, cudaStream_t s);
+// q_block: elements per activation scale, 32 (as the CPU's q8_0, for Q8_0/Q4_0 weights) or 256 (as its q8_k,
+// for the K formats); xd then repeats the scale for each group of 32 of a block.
+void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s);
+// x = row *token of the embedding matrix, dequantized.
+void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s);
+// out = x / rms(x) * w ([n]); with xq non-null also the quantized out (n % 32 == 0).
+void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
+                     float* xs, cudaStream_t s);
+
+struct rope_params {
+    int n_head, n_head_kv, head_dim, n_rot;
+    bool neox;
+    const float* freq;     // [n_rot / 2]: freq_base^(-2i / n_rot)
+    const float* factors;  // [n_rot / 2] or null (theta_i / factor_i)
+};
+// qkv: [q_dim + 2 kv_dim] (q, k, v back to back); adds bias ([same], nullable), rotates q and k at *pos and
+// writes k and v as f16 into row *pos of the layer's caches ([n_ctx, kv_dim] each).
+void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
+                    uint16_t* v_cache, cudaStream_t s);
+// Decode attention of one query token (q: [n_head, head_dim]) over cache rows 0..*pos, split over n_split
+// key ranges (partial: n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]).
+void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
+                      int head_dim, const int32_t* pos, int n_split, float* partial, float* out, cudaStream_t s);
+// out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
+void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                   cudaStream_t s);
+// *token = argmax(logits) (lowest index on ties); then *pos += 1 (the step is complete).
+void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s);
+
+// Fills a weight in the device layout with random values valid for its format (scales small and finite).
+void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s);
+void launch_fill_f32(float* p, int64_t n, float v, cudaStream_t s);
+
+// Median GB/s of a streaming 16-byte-load read over `bytes` of device memory (passes: repetitions timed).
+double probe_read_gbs(uint64_t bytes, int passes);
+
+}  // namespace memtile::cuda

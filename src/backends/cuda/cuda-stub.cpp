@@ -1,0 +1,37 @@
+// The CUDA backend's interface in builds without it (MEMTILE_CUDA=OFF or no nvcc at configure time).
+#include "backends/cuda/cuda-backend.h"
+#include "core/error.h"
+
+namespace memtile::cuda {
+namespace {
+[[noreturn]] void not_compiled() {
+    fail("cuda", "memtile was built without the CUDA backend (configure with nvcc available, MEMTILE_CUDA=ON)");
+}
+}  // namespace
+
+bool compiled() {
+    return false;
+}
+int device_count() {
+    return 0;
+}
+std::string device_description() {
+    return "CUDA backend not compiled in";
+}
+void require_device() {
+    not_compiled();
+}
+bandwidth_probe probe_bandwidth() {
+    not_compiled();
+}
+double bench_matvec(dtype, int64_t, int64_t, int) {
+    not_compiled();
+}
+std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {
+    not_compiled();
+}
+std::unique_ptr<decoder> decoder::random(const model_config&, file_type, uint32_t, uint64_t) {
+    not_compiled();
+}
+
+}  // namespace memtile::cuda

@@ -1,0 +1,517 @@
+// CUDA decoder: weight upload (GGUF or random), device buffers, the decode step and its CUDA graph.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/cuda-kernels.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "gguf/gguf-file.h"
+#include "models/tensor-table.h"
+#include "quant/quant.h"
+
+namespace memtile::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// A tensor to upload: GGUF bytes (rows back to back) or, with data == nullptr, random values.
+struct source {
+    dtype type = dtype::f32;
+    int64_t n_in = 0, n_out = 0;
+    const uint8_t* data = nullptr;
+};
+
+// A matvec whose output rows start at `offset` of the destination buffer (Q/K/V and gate/up share one).
+struct part {
+    gpu_weight w;
+    int64_t offset = 0;
+};
+
+struct layer_weights {
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float* bias = nullptr;  // [q_dim + 2 kv_dim] or null
+    std::vector<part> qkv, gate_up;
+    gpu_weight wo, down;
+};
+
+class cuda_decoder final : public decoder {
+public:
+    cuda_decoder(const model_config& c, uint32_t n_ctx) : cfg_(c), n_ctx_(n_ctx) {
+        require_device();
+        check(cudaSetDevice(0), "cudaSetDevice");
+        check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    ~cuda_decoder() override {
+        if (exec_) cudaGraphExecDestroy(exec_);
+        if (stream_) cudaStreamDestroy(stream_);
+        if (host_io_) cudaFreeHost(host_io_);
+        for (void* p : allocs_) cudaFree(p);
+    }
+
+    // Builds weights from `src(spec)` for every tensor of the architecture's table that it provides.
+    void build(const std::function<std::optional<source>(const tensor_spec&)>& src,
+               const std::function<std::vector<float>(const tensor_spec&)>& vec, uint64_t seed) {
+        const auto& c = cfg_;
+        const int64_t Q = c.q_dim(), KV = c.kv_dim();
+        std::map<std::string, source> mats;
+        std::map<std::string, std::vector<float>> vecs;
+        for (const auto& spec : tensor_table(c)) {
+            const bool is_vec = spec.dims.size() == 1;
+            if (is_vec) {
+                auto v = vec(spec);
+                if (!v.empty()) vecs[spec.name] = std::move(v);
+            } else if (auto s = src(spec)) {
+                if (spec.role != tensor_role::token_embd && !matvec_supported(s->type))
+                    fail("cuda", "tensor '{}' has type {}, which the CUDA backend does not support yet", spec.name,
+                         dtype_name(s->type));
+                mats[spec.name] = *s;
+            }
+        }
+        auto find = [&](const std::string& n) -> const source* {
+            auto it = mats.find(n);
+            return it == mats.end() ? nullptr : &it->second;
+        };
+        auto vec_dev = [&](const std::string& n, bool required) -> const float* {
+            auto it = vecs.find(n);
+            if (it == vecs.end()) {
+                if (required) fail("cuda", "missing tensor '{}'", n);
+                return nullptr;
+            }
+            return upload_f32(it->second);
+        };
+        uint64_t s = seed;
+        const source* emb = find("token_embd.weight");
+        if (!emb) fail("cuda", "missing tensor 'token_embd.weight'");
+        if (!matvec_supported(emb->type))
+            fail("cuda", "token_embd.weight has type {}, which the CUDA backend does not support yet",
+                 dtype_name(emb->type));
+        tok_embd_ = upload({*emb}, s++);
+        const source* out = find("output.weight");
+        output_ = out ? upload({*out}, s++) : tok_embd_;
+        output_norm_ = vec_dev("output_norm.weight", true);
+        layers_.resize(c.n_layer);
+        for (uint32_t il = 0; il < c.n_layer; il++) {
+            const std::string p = "blk." + std::to_string(il) + ".";
+            layer_weights& L = layers_[il];
+            L.attn_norm = vec_dev(p + "attn_norm.weight", true);
+            L.ffn_norm = vec_dev(p + "ffn_norm.weight", true);
+            if (vecs.count(p + "attn_q.bias")) {
+                std::vector<float> b = vecs[p + "attn_q.bias"];
+                for (const char* n : {"attn_k.bias", "attn_v.bias"}) {
+                    const auto& v = vecs[p + n];
+                    b.insert(b.end(), v.begin(), v.end());
+                }
+                if (int64_t(b.size()) != Q + 2 * KV) fail("cuda", "layer {}: bias sizes do not match", il);
+                L.bias = upload_f32(b);
+            }
+            if (const source* qkv = find(p + "attn_qkv.weight")) {
+                L.qkv = upload_parts({*qkv}, {0}, s);
+            } else {
+                L.qkv =
+                    upload_parts({*find(p + "attn_q.weight"), *find(p + "attn_k.weight"), *find(p + "attn_v.weight")},
+                                 {0, Q, Q + KV}, s);
+            }
+            L.wo = upload({*find(p + "attn_output.weight")}, s++);
+            if (const source* gate = find(p + "ffn_gate.weight"))
+                L.gate_up = upload_parts({*gate, *find(p + "ffn_up.weight")}, {0, int64_t(c.n_ff)}, s);
+            else
+                L.gate_up = upload_parts({*find(p + "ffn_up.weight")}, {0}, s);
+            L.down = upload({*find(p + "ffn_down.weight")}, s++);
+        }
+        std::vector<float> freq(c.n_rot / 2);
+        for (size_t i = 0; i < freq.size(); i++)
+            freq[i] = std::pow(c.rope_freq_base, -2.0f * float(i) / float(c.n_rot));
+        freq_ = upload_f32(freq);
+        if (vecs.count("rope_freqs.weight")) factors_ = upload_f32(vecs["rope_freqs.weight"]);
+        allocate_state();
+    }
+
+    const model_config& config() const override { return cfg_; }
+    uint32_t used() const override { return used_; }
+    void reset() override { used_ = 0; }
+    uint64_t streamed_bytes_per_token() const override { return streamed_; }
+    std::string summary() const override {
+        std::string types;
+        for (const auto& [t, n] : type_bytes_)
+            types += fmt::format("{}{} {}", types.empty() ? "" : ", ", dtype_name(t), format_bytes(n));
+        return fmt::format("{} layers, weights {} ({}), KV cache {} for {} positions, {} attention splits",
+                           cfg_.n_layer, format_bytes(streamed_), types, format_bytes(kv_bytes_), n_ctx_, n_split_);
+    }
+
+    std::span<const float> forward(int32_t token) override {
+        step(token);
+        check(cudaMemcpyAsync(logits_host_.data(), logits_, logits_host_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream_),
+              "copy logits");
+        check(cudaStreamSynchronize(stream_), "decode step");
+        return logits_host_;
+    }
+
+    int32_t forward_greedy(int32_t token) override {
+        step(token);
+        check(cudaMemcpyAsync(host_io_, io_, sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "copy token");
+        check(cudaStreamSynchronize(stream_), "decode step");
+        return host_io_[0];
+    }
+
+    double bench_decode(int n, int warmup, int32_t first_token) override {
+        if (uint64_t(n) + uint64_t(warmup) > n_ctx_)
+            fail("cuda", "bench of {} + {} steps exceeds the context of {}", warmup, n, n_ctx_);
+        used_ = 0;
+        host_io_[0] = first_token;
+        host_io_[1] = 0;
+        check(cudaMemcpyAsync(io_, host_io_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "copy token");
+        ensure_graph();
+        for (int i = 0; i < warmup; i++) check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+        cudaEvent_t a, b;
+        check(cudaEventCreate(&a), "cudaEventCreate");
+        check(cudaEventCreate(&b), "cudaEventCreate");
+        check(cudaEventRecord(a, stream_), "cudaEventRecord");
+        for (int i = 0; i < n; i++) check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+        check(cudaEventRecord(b, stream_), "cudaEventRecord");
+        check(cudaEventSynchronize(b), "decode steps");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        used_ = uint32_t(warmup + n);
+        return double(ms) / 1e3;
+    }
+
+private:
+    void* alloc(size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+        allocs_.push_back(p);
+        return p;
+    }
+    const float* upload_f32(const std::vector<float>& v) {
+        auto* p = static_cast<float*>(alloc(v.size() * sizeof(float)));
+        check(cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+        return p;
+    }
+
+    // Uploads the row-wise concatenation of `srcs` (same type and n_in) as one weight in the device layout.
+    gpu_weight upload(const std::vector<source>& srcs, uint64_t seed) {
+        gpu_weight w;
+        w.type = srcs[0].type;
+        w.n_in = srcs[0].n_in;
+        for (const auto& s : srcs) w.n_out += s.n_out;
+        w.q_row_bytes = device_q_row_bytes(w.type, w.n_in);
+        const int64_t d_row = device_d_row_elems(w.type, w.n_in);
+        auto* q = static_cast<uint8_t*>(alloc(size_t(w.q_row_bytes * w.n_out)));
+        auto* d = d_row ? static_cast<uint16_t*>(alloc(size_t(d_row * w.n_out) * 2)) : nullptr;
+        w.q = q;
+        w.d = d;
+        if (!srcs[0].data) {
+            launch_fill_random(w, seed * 0x9e3779b97f4a7c15ull + 1, stream_);
+            check(cudaGetLastError(), "random fill");
+            check(cudaStreamSynchronize(stream_), "random fill");
+        } else {
+            int64_t row = 0;
+            std::vector<uint8_t> hq;
+            std::vector<uint16_t> hd;
+            for (const auto& s : srcs) {
+                hq.resize(size_t(w.q_row_bytes * s.n_out));
+                hd.resize(size_t(d_row * s.n_out));
+                repack_rows(w.type, s.data, w.n_in, s.n_out, hq.data(), d ? hd.data() : nullptr);
+                check(cudaMemcpy(q + row * w.q_row_bytes, hq.data(), hq.size(), cudaMemcpyHostToDevice), "upload");
+                if (d) check(cudaMemcpy(d + row * d_row, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice), "upload");
+                row += s.n_out;
+            }
+        }
+        const uint64_t bytes = uint64_t(w.q_row_bytes * w.n_out + d_row * w.n_out * 2);
+        type_bytes_[w.type] += bytes;
+        return w;
+    }
+
+    // Groups consecutive sources of one type into one weight (one launch); offsets: output row of each.
+    std::vector<part> upload_parts(const std::vector<source>& srcs, const std::vector<int64_t>& offsets,
+                                   uint64_t& seed) {
+        std::vector<part> parts;
+        size_t i = 0;
+        while (i < srcs.size()) {
+            size_t j = i + 1;
+            while (j < srcs.size() && srcs[j].type == srcs[i].type && srcs[j].n_in == srcs[i].n_in) j++;
+            parts.push_back({upload({srcs.begin() + long(i), srcs.begin() + long(j)}, seed++), offsets[i]});
+            i = j;
+        }
+        return parts;
+    }
+
+    void allocate_state() {
+        const auto& c = cfg_;
+        const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+        const int64_t widest = std::max({E, Q, F});
+        x_ = static_cast<float*>(alloc(size_t(E) * 4));
+        xn_ = static_cast<float*>(alloc(size_t(widest) * 4));
+        qkv_ = static_cast<float*>(alloc(size_t(Q + 2 * KV) * 4));
+        att_ = static_cast<float*>(alloc(size_t(Q) * 4));
+        gu_ = static_cast<float*>(alloc(size_t(2 * F) * 4));
+        xq_ = static_cast<int8_t*>(alloc(size_t(widest)));
+        xd_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
+        xs_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
+        logits_ = static_cast<float*>(alloc(size_t(V) * 4));
+        logits_host_.resize(size_t(V));
+        n_split_ = int(std::clamp<uint32_t>(n_ctx_ / 128, 1, 32));
+        partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
+        const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
+        kv_bytes_ = uint64_t(layer_kv) * c.n_layer * 2 * 2;
+        k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * c.n_layer * 2));
+        v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * c.n_layer * 2));
+        io_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
+        check(cudaMallocHost(reinterpret_cast<void**>(&host_io_), 2 * sizeof(int32_t)), "cudaMallocHost");
+        streamed_ = 0;
+        for (const auto& [t, n] : type_bytes_) streamed_ += n;
+        if (output_.q == tok_embd_.q) {
+            // Tied: the matrix is read as the output; the embedding row is extra and tiny.
+        } else {
+            streamed_ -= uint64_t(tok_embd_.q_row_bytes * tok_embd_.n_out +
+                                  device_d_row_elems(tok_embd_.type, tok_embd_.n_in) * tok_embd_.n_out * 2);
+        }
+        streamed_ += uint64_t(tok_embd_.q_row_bytes);
+    }
+
+    // Activation quantization block of the consumers of one activation: 256 (one scale per 256, as the CPU
+    // engine's q8_k) when any is a K format, else 32 (its q8_0), so that integer dot products equal the CPU's.
+    static int q_block(const std::vector<part>& consumers) {
+        for (const auto& p : consumers)
+            if (p.w.type == dtype::q4_k || p.w.type == dtype::q5_k || p.w.type == dtype::q6_k) return 256;
+        return 32;
+    }
+
+    // The decode step, in stream order (captured once into the graph).
+    void record() {
+        const auto& c = cfg_;
+        const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+        cudaStream_t s = stream_;
+        int32_t* token = io_;
+        int32_t* pos = io_ + 1;
+        launch_embed(tok_embd_, token, x_, s);
+        const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
+                             freq_,         factors_};
+        const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
+        for (uint32_t il = 0; il < c.n_layer; il++) {
+            const auto& L = layers_[il];
+            uint16_t* kc = k_cache_ + il * layer_kv;
+            uint16_t* vc = v_cache_ + il * layer_kv;
+            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
+            for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
+            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
+            launch_attention(qkv_, kc, vc, int(c.n_head), int(c.n_head_kv), int(c.head_dim), pos, n_split_, partial_,
+                             att_, s);
+            if (matvec_uses_int8(L.wo.type)) launch_quantize(att_, Q, q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
+            launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
+            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
+            for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
+            launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
+            launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
+        }
+        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
+        launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
+        launch_argmax(logits_, int(c.n_vocab), token, pos, s);
+    }
+
+    void ensure_graph() {
+        if (exec_) return;
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        record();
+        const cudaError_t launch_error = cudaGetLastError();
+        check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+        check(launch_error, "kernel launch during capture");
+        check(cudaGraphInstantiate(&exec_, graph, 0), "cudaGraphInstantiate");
+        cudaGraphDestroy(graph);
+    }
+
+    void step(int32_t token) {
+        if (used_ >= n_ctx_) fail("cuda", "context overflow: {} tokens fill the context of {}", used_, n_ctx_);
+        if (token < 0 || uint32_t(token) >= cfg_.n_vocab)
+            fail("cuda", "token id {} is outside the vocabulary (0..{})", token, cfg_.n_vocab - 1);
+        host_io_[0] = token;
+        host_io_[1] = int32_t(used_);
+        check(cudaMemcpyAsync(io_, host_io_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "copy token");
+        ensure_graph();
+        check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+        used_++;
+    }
+
+    model_config cfg_;
+    uint32_t n_ctx_;
+    uint32_t used_ = 0;
+    cudaStream_t stream_ = nullptr;
+    cudaGraphExec_t exec_ = nullptr;
+    std::vector<void*> allocs_;
+    std::map<dtype, uint64_t> type_bytes_;
+    uint64_t streamed_ = 0, kv_bytes_ = 0;
+    gpu_weight tok_embd_, output_;
+    const float* output_norm_ = nullptr;
+    const float* freq_ = nullptr;
+    const float* factors_ = nullptr;
+    std::vector<layer_weights> layers_;
+    float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
+    float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
+    int8_t* xq_ = nullptr;
+    uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
+    int32_t* io_ = nullptr;       // device: token, position
+    int32_t* host_io_ = nullptr;  // pinned host mirror
+    int n_split_ = 1;
+    std::vector<float> logits_host_;
+};
+
+source source_of(const gguf_tensor_info& t) {
+    return {t.type, int64_t(t.dims[0]), int64_t(t.n_elems / t.dims[0]), t.data};
+}
+
+}  // namespace
+
+bool compiled() {
+    return true;
+}
+
+int device_count() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+std::string device_description() {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return fmt::format("no usable CUDA device ({})", cudaGetErrorString(e));
+    }
+    if (n == 0) return "no CUDA device";
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "no usable CUDA device (cannot read its properties)";
+    return fmt::format("{} (sm_{}{}, {} SMs, {:.1f} GiB, L2 {} MiB)", p.name, p.major, p.minor, p.multiProcessorCount,
+                       double(p.totalGlobalMem) / double(1ull << 30), p.l2CacheSize >> 20);
+}
+
+void require_device() {
+    if (device_count() == 0) fail("cuda", "--device cuda needs a CUDA device: {}", device_description());
+}
+
+bandwidth_probe probe_bandwidth() {
+    require_device();
+    bandwidth_probe r;
+    r.hbm_read_gbs = probe_read_gbs(4ull << 30, 9);
+    r.l2_read_gbs = probe_read_gbs(16ull << 20, 9);
+    if (r.hbm_read_gbs <= 0 || r.l2_read_gbs <= 0) fail("cuda", "bandwidth probe failed");
+    return r;
+}
+
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
+    gpu_weight w;
+    w.type = t;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.q_row_bytes = device_q_row_bytes(t, n_in);
+    const int64_t d_row = device_d_row_elems(t, n_in);
+    std::vector<void*> ptrs;
+    auto alloc = [&](size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+        ptrs.push_back(p);
+        return p;
+    };
+    // Enough copies that the set is several times the L2: each repetition reads a cold copy.
+    const uint64_t bytes = uint64_t(w.q_row_bytes * n_out + d_row * n_out * 2);
+    const int copies = int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
+    std::vector<gpu_weight> ws;
+    for (int i = 0; i < copies; i++) {
+        gpu_weight c = w;
+        c.q = static_cast<uint8_t*>(alloc(size_t(w.q_row_bytes * n_out)));
+        c.d = d_row ? static_cast<uint16_t*>(alloc(size_t(d_row * n_out) * 2)) : nullptr;
+        launch_fill_random(c, uint64_t(i) + 3, nullptr);
+        ws.push_back(c);
+    }
+    auto* x = static_cast<float*>(alloc(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(alloc(size_t(n_in)));
+    auto* xd = static_cast<float*>(alloc(size_t(n_in / 32 + 1) * 4));
+    auto* xs = static_cast<float*>(alloc(size_t(n_in / 32 + 1) * 4));
+    auto* y = static_cast<float*>(alloc(size_t(n_out) * 4));
+    launch_fill_f32(x, n_in, 0.5f, nullptr);
+    if (n_in % 32 == 0) launch_quantize(x, n_in, 32, xq, xd, xs, nullptr);
+    cudaEvent_t a, b;
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+    std::vector<double> gbs;
+    for (int r = 0; r < reps + 3; r++) {
+        cudaEventRecord(a);
+        launch_matvec(ws[size_t(r % copies)], x, xq, xd, xs, y, false, nullptr);
+        cudaEventRecord(b);
+        check(cudaEventSynchronize(b), "matvec");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (r >= 3) gbs.push_back(double(bytes) / (double(ms) * 1e-3) / 1e9);
+    }
+    check(cudaGetLastError(), "matvec bench");
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    for (void* p : ptrs) cudaFree(p);
+    std::sort(gbs.begin(), gbs.end());
+    return gbs[gbs.size() / 2];
+}
+
+std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file> g, uint32_t n_ctx) {
+    const model_config c = read_model_config(*g);
+    if (!arch_supported(c.arch)) fail("cuda", "{}: unknown architecture '{}'", g->path(), c.arch);
+    if (c.expert_count > 0) fail("cuda", "{}: mixture-of-experts models are not supported", g->path());
+    check_tensors(*g, c);
+    auto d = std::make_unique<cuda_decoder>(c, n_ctx);
+    d->build(
+        [&](const tensor_spec& s) -> std::optional<source> {
+            const auto* t = g->find_tensor(s.name);
+            if (!t) return std::nullopt;
+            return source_of(*t);
+        },
+        [&](const tensor_spec& s) {
+            const auto* t = g->find_tensor(s.name);
+            if (!t) return std::vector<float>();
+            std::vector<float> v(size_t(t->n_elems));
+            dequantize_row(t->type, t->data, v.data(), int64_t(t->n_elems));
+            return v;
+        },
+        1);
+    return d;
+}
+
+std::unique_ptr<decoder> decoder::random(const model_config& c, file_type ft, uint32_t n_ctx, uint64_t seed) {
+    auto d = std::make_unique<cuda_decoder>(c, n_ctx);
+    d->build(
+        [&](const tensor_spec& s) -> std::optional<source> {
+            if (!s.required) return std::nullopt;
+            return source{tensor_type_for(ft, s, c), int64_t(s.dims[0]), int64_t(s.dims.size() > 1 ? s.dims[1] : 1),
+                          nullptr};
+        },
+        [&](const tensor_spec& s) {
+            if (!s.required || s.role == tensor_role::rope_freqs) return std::vector<float>();
+            // Norm weights 1, biases small.
+            return std::vector<float>(size_t(s.dims[0]), s.role == tensor_role::attn_norm ||
+                                                                 s.role == tensor_role::ffn_norm ||
+                                                                 s.role == tensor_role::output_norm
+                                                             ? 1.0f
+                                                             : 0.01f);
+        },
+        seed);
+    return d;
+}
+
+}  // namespace memtile::cuda

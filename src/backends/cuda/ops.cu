@@ -1,0 +1,475 @@
+// Element-wise, normalisation, attention and sampling kernels of the decode step, plus the bandwidth probe
+// and random weight fill used by benchmarks. All activations are f32; the KV cache is f16.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cuda/cuda-kernels.h"
+
+namespace memtile::cuda {
+namespace {
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ int warp_sum_int(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane) with one scale for all NG
+// groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one scale per 256):
+// d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of 32.
+template <int NG>
+__device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
+                                              float* xs) {
+    float amax = 0;
+#pragma unroll
+    for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
+    amax = warp_max(amax);
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+#pragma unroll
+    for (int k = 0; k < NG; k++) {
+        const int q = __float2int_rn(__fmul_rn(v[k], inv));
+        xq[(g0 + k) * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[g0 + k] = d;
+            xs[g0 + k] = d * float(sq);
+        }
+    }
+}
+
+// One block of 1024 threads: sum of squares in double (as the CPU engine), then each warp normalises (and
+// quantizes) runs of NG groups of 32.
+template <int NG>
+__global__ void rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd,
+                                float* xs) {
+    __shared__ double partial[32];
+    __shared__ float scale_s;
+    double ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += double(x[i]) * double(x[i]);
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
+    if (lane == 0) partial[warp] = ss;
+    __syncthreads();
+    if (warp == 0) {
+        double t = lane < n_warps ? partial[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+        if (lane == 0) scale_s = float(1.0 / sqrt(t / double(n) + double(eps)));
+    }
+    __syncthreads();
+    const float scale = scale_s;
+    if (xq) {
+        for (int r = warp; r < n / (32 * NG); r += n_warps) {
+            float v[NG];
+#pragma unroll
+            for (int k = 0; k < NG; k++) {
+                const int i = (r * NG + k) * 32 + lane;
+                v[k] = x[i] * scale * w[i];
+                out[i] = v[k];
+            }
+            quantize_warp<NG>(v, int64_t(r) * NG, lane, xq, xd, xs);
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * w[i];
+    }
+}
+
+// One warp per run of NG groups of 32 of x.
+template <int NG>
+__global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
+    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= n / (32 * NG)) return;
+    float v[NG];
+#pragma unroll
+    for (int k = 0; k < NG; k++) v[k] = x[(r * NG + k) * 32 + lane];
+    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
+}
+
+// One thread per rotated pair of q and k heads, then the k/v cache write. Grid covers max(q_dim, 2 kv_dim).
+__global__ void rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                               __half* vc) {
+    const int pos = *pos_p;
+    const int q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim, half = p.n_rot / 2;
+    const int total = q_dim + 2 * kv_dim;
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    // Phase 1 (bias): every element of q, k, v. The grid is one block, so __syncthreads orders the phases.
+    if (bias)
+        for (int i = tid; i < total; i += blockDim.x * gridDim.x) qkv[i] += bias[i];
+    __syncthreads();
+    // Phase 2: pairs (head h of q then k, pair i < half).
+    const int n_pairs = (p.n_head + p.n_head_kv) * half;
+    for (int job = tid; job < n_pairs; job += blockDim.x * gridDim.x) {
+        const int h = job / half, i = job % half;
+        float* v = h < p.n_head ? qkv + h * p.head_dim : qkv + q_dim + (h - p.n_head) * p.head_dim;
+        float theta = float(pos) * p.freq[i];
+        if (p.factors) theta /= p.factors[i];
+        float s, c;
+        sincosf(theta, &s, &c);
+        const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+    __syncthreads();
+    for (int i = tid; i < kv_dim; i += blockDim.x * gridDim.x) {
+        kc[int64_t(pos) * kv_dim + i] = __float2half_rn(qkv[q_dim + i]);
+        vc[int64_t(pos) * kv_dim + i] = __float2half_rn(qkv[q_dim + kv_dim + i]);
+    }
+}
+
+constexpr int k_attn_warps = 4;
+
+// Grid (n_head, n_split), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp + 4m.
+// Lane holds dims lane + 32i (i < ND) of q, k, v and the accumulator; online softmax per warp, then the
+// warps' states are merged through shared memory into partial[(h * n_split + s)] = (m, l, acc[head_dim]).
+template <int ND>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_partial_kernel(const float* q, const __half* kc, const __half* vc, int n_head, int n_head_kv, int hd,
+                        const int32_t* pos_p, float* partial) {
+    const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n_keys = *pos_p + 1;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
+    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
+    const float scale = rsqrtf(float(hd));
+    float qr[ND], acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
+        acc[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int j = j0 + warp; j < j1; j += k_attn_warps) {
+        const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
+        const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
+        float s = 0, vv[ND];
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int d = lane + 32 * i;
+            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
+            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
+        }
+        s = warp_sum(s);
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new), p = expf(s - m_new);
+        l = l * corr + p;
+#pragma unroll
+        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
+        m = m_new;
+    }
+    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
+    if (lane == 0) {
+        sm[warp] = m;
+        sl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
+    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
+        out[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        float L = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
+        out[0] = M;
+        out[1] = L;
+    }
+}
+
+// Grid n_head: merges the n_split partial states of head h into out[h * hd + d].
+__global__ void attn_combine_kernel(const float* partial, int n_split, int hd, float* out) {
+    const int h = blockIdx.x;
+    const float* p = partial + int64_t(h) * n_split * (hd + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++)
+        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
+    float L = 0;
+    for (int s = 0; s < n_split; s++)
+        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0;
+        for (int s = 0; s < n_split; s++)
+            if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+        out[h * hd + d] = a / L;
+    }
+}
+
+// gate/up product; with xq, one warp per run of NG groups of 32 (quantized as it is written).
+template <int NG>
+__global__ void swiglu_kernel(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs) {
+    if (!xq) {
+        const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+        if (i >= n_ff) return;
+        const float g = gu[i];
+        out[i] = g / (1.0f + expf(-g)) * gu[n_ff + i];
+        return;
+    }
+    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= n_ff / (32 * NG)) return;
+    float v[NG];
+#pragma unroll
+    for (int k = 0; k < NG; k++) {
+        const int64_t i = (r * NG + k) * 32 + lane;
+        const float g = gu[i];
+        v[k] = g / (1.0f + expf(-g)) * gu[n_ff + i];
+        out[i] = v[k];
+    }
+    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
+}
+
+__global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = logits[i];
+        if (v > best) {  // strided scan: earlier indices first, so ">" keeps the lowest index of equal values
+            best = v;
+            idx = i;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) {
+            best = ov;
+            idx = oi;
+        }
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+        bv[warp] = best;
+        bi[warp] = idx;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
+        idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (ov > best || (ov == best && oi < idx)) {
+                best = ov;
+                idx = oi;
+            }
+        }
+        if (lane == 0) {
+            *token = idx == 0x7fffffff ? 0 : idx;
+            *pos += 1;
+        }
+    }
+}
+
+__device__ __forceinline__ uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Small random value in [-amp, amp) as f16 bits.
+__device__ __forceinline__ uint16_t rand_half(uint64_t h, float amp) {
+    const float u = float(h & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+    return __half_as_ushort(__float2half_rn(u * amp));
+}
+
+// Random weight bytes: plain formats get values of N(0, ~0.02)-like magnitude, quant bytes are uniform, and
+// every f16 scale (separate d arrays, d/dmin of the Q4_K/Q5_K headers) is a small positive value.
+__global__ void fill_random_kernel(gpu_weight w, uint64_t seed, uint64_t n_q_words, uint64_t n_d) {
+    uint8_t* q = const_cast<uint8_t*>(w.q);
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_q_words; i += stride) {
+        const uint64_t h = mix(seed ^ (i * 0x2545f4914f6cdd1dull));
+        uint32_t v = uint32_t(h);
+        if (w.type == dtype::f16) {
+            v = uint32_t(rand_half(h, 0.035f)) | uint32_t(rand_half(h >> 32, 0.035f)) << 16;
+        } else if (w.type == dtype::bf16) {
+            const uint32_t a = __float_as_uint((float(h & 0xffff) / 65536.0f - 0.5f) * 0.07f) >> 16;
+            const uint32_t b = __float_as_uint((float((h >> 16) & 0xffff) / 65536.0f - 0.5f) * 0.07f) >> 16;
+            v = a | b << 16;
+        } else if (w.type == dtype::f32) {
+            v = __float_as_uint((float(h & 0xffffff) / 16777216.0f - 0.5f) * 0.07f);
+        }
+        reinterpret_cast<uint32_t*>(q)[i] = v;
+    }
+    __syncthreads();
+    uint16_t* d = const_cast<uint16_t*>(w.d);
+    for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_d; i += stride)
+        d[i] = rand_half(mix(seed + i) | 0x800000, 0.002f);
+}
+
+__global__ void fix_k_headers_kernel(gpu_weight w, uint64_t n_blocks, int block_bytes, uint64_t seed) {
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    for (uint64_t b = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < n_blocks; b += stride) {
+        uint16_t* h = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(w.q) + b * block_bytes);
+        h[0] = rand_half(mix(seed + b) | 0x800000, 0.002f);
+        h[1] = rand_half(mix(seed + b + 1) | 0x800000, 0.001f);
+    }
+}
+
+__global__ void fill_f32_kernel(float* p, int64_t n, float v) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        p[i] = v;
+}
+
+// Streaming read: each thread sums 4 independent 16-byte loads per iteration; the sum goes to *sink only
+// when it equals an impossible value, so the loads cannot be removed.
+__global__ void read_kernel(const int4* p, uint64_t n, int* sink) {
+    int acc = 0;
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        const int4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride),
+                   d = __ldcs(p + i + 3 * stride);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n; i += stride) {
+        const int4 a = __ldcs(p + i);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x7f3a5c1d) *sink = acc;
+}
+
+__global__ void read_l2_kernel(const int4* p, uint64_t n, int passes, int* sink) {
+    int acc = 0;
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    for (int r = 0; r < passes; r++)
+        for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+            const int4 a = __ldcg(p + i);
+            acc ^= a.x ^ a.y ^ a.z ^ a.w ^ r;
+        }
+    if (acc == 0x7f3a5c1d) *sink = acc;
+}
+
+}  // namespace
+
+void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
+                     float* xs, cudaStream_t s) {
+    if (xq && q_block == 256 && n % 256 == 0)
+        rms_norm_kernel<8><<<1, 1024, 0, s>>>(x, w, out, n, eps, xq, xd, xs);
+    else
+        rms_norm_kernel<1><<<1, 1024, 0, s>>>(x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
+}
+
+void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    if (q_block == 256 && n % 256 == 0)
+        quantize_kernel<8><<<unsigned((n / 8 + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+    else
+        quantize_kernel<1><<<unsigned((n + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+}
+
+void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
+                    uint16_t* v_cache, cudaStream_t s) {
+    rope_kv_kernel<<<1, 1024, 0, s>>>(qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
+                                      reinterpret_cast<__half*>(v_cache));
+}
+
+void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
+                      int head_dim, const int32_t* pos, int n_split, float* partial, float* out, cudaStream_t s) {
+    const dim3 grid{unsigned(n_head), unsigned(n_split), 1u};
+    const auto* kc = reinterpret_cast<const __half*>(k_cache);
+    const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const int nd = (head_dim + 31) / 32;
+    if (nd <= 1)
+        attn_partial_kernel<1><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+    else if (nd <= 2)
+        attn_partial_kernel<2><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+    else if (nd <= 4)
+        attn_partial_kernel<4><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+    else
+        attn_partial_kernel<8><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+    attn_combine_kernel<<<unsigned(n_head), 128, 0, s>>>(partial, n_split, head_dim, out);
+}
+
+void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                   cudaStream_t s) {
+    if (xq && q_block == 256 && n_ff % 256 == 0)
+        swiglu_kernel<8><<<unsigned((n_ff / 8 + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+    else if (xq && n_ff % 32 == 0)
+        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+    else
+        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, nullptr, xd, xs);
+}
+
+void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {
+    argmax_kernel<<<1, 1024, 0, s>>>(logits, n, token, pos);
+}
+
+void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s) {
+    const uint64_t q_bytes = uint64_t(w.q_row_bytes) * uint64_t(w.n_out);
+    const uint64_t n_d = w.d ? uint64_t(device_d_row_elems(w.type, w.n_in)) * uint64_t(w.n_out) : 0;
+    fill_random_kernel<<<2048, 256, 0, s>>>(w, seed, q_bytes / 4, n_d);
+    if (w.type == dtype::q4_k || w.type == dtype::q5_k) {
+        const int bb = w.type == dtype::q4_k ? 144 : 176;
+        fix_k_headers_kernel<<<1024, 256, 0, s>>>(w, q_bytes / uint64_t(bb), bb, seed * 31 + 7);
+    }
+}
+
+void launch_fill_f32(float* p, int64_t n, float v, cudaStream_t s) {
+    fill_f32_kernel<<<256, 256, 0, s>>>(p, n, v);
+}
+
+double probe_read_gbs(uint64_t bytes, int passes) {
+    int4* buf = nullptr;
+    int* sink = nullptr;
+    if (cudaMalloc(&buf, bytes) != cudaSuccess) return -1;
+    cudaMalloc(&sink, sizeof(int));
+    gpu_weight w;
+    w.type = dtype::q8_0;  // random bytes, no scale array
+    w.q = reinterpret_cast<uint8_t*>(buf);
+    w.q_row_bytes = int64_t(bytes);
+    w.n_out = 1;
+    fill_random_kernel<<<2048, 256>>>(w, 12345, bytes / 4, 0);
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    const bool l2 = bytes <= (64ull << 20);
+    const int inner = l2 ? 50 : 1;
+    std::vector<double> gbs;
+    for (int r = 0; r < passes + 2; r++) {
+        cudaEventRecord(a);
+        if (l2)
+            read_l2_kernel<<<sms * 4, 512>>>(buf, bytes / 16, inner, sink);
+        else
+            read_kernel<<<sms * 8, 512>>>(buf, bytes / 16, sink);
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (r >= 2) gbs.push_back(double(bytes) * inner / (double(ms) * 1e-3) / 1e9);
+    }
+    const bool ok = cudaGetLastError() == cudaSuccess;
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaFree(buf);
+    cudaFree(sink);
+    if (!ok || gbs.empty()) return -1;
+    std::sort(gbs.begin(), gbs.end());
+    return gbs[gbs.size() / 2];
+}
+
+}  // namespace memtile::cuda

@@ -1,0 +1,80 @@
+#include <cstring>
+
+#include "backends/cuda/cuda-kernels.h"
+#include "quant/quant-formats.h"
+
+namespace memtile::cuda {
+
+bool matvec_supported(dtype t) {
+    switch (t) {
+        case dtype::f32:
+        case dtype::f16:
+        case dtype::bf16:
+        case dtype::q8_0:
+        case dtype::q4_0:
+        case dtype::q4_k:
+        case dtype::q5_k:
+        case dtype::q6_k: return true;
+        default: return false;
+    }
+}
+
+bool matvec_uses_int8(dtype t) {
+    return t == dtype::q8_0 || t == dtype::q4_0 || t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+}
+
+int64_t device_q_row_bytes(dtype t, int64_t n_in) {
+    switch (t) {
+        case dtype::q8_0: return n_in;
+        case dtype::q4_0: return n_in / 2;
+        case dtype::q6_k: return n_in / k_qk * 208;
+        default: return int64_t(row_bytes(t, uint64_t(n_in)));
+    }
+}
+
+int64_t device_d_row_elems(dtype t, int64_t n_in) {
+    switch (t) {
+        case dtype::q8_0:
+        case dtype::q4_0: return n_in / k_qk_legacy;
+        case dtype::q6_k: return n_in / k_qk;
+        default: return 0;
+    }
+}
+
+void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint8_t* q, uint16_t* d) {
+    const int64_t src_row = int64_t(row_bytes(t, uint64_t(n_in)));
+    const int64_t q_row = device_q_row_bytes(t, n_in), d_row = device_d_row_elems(t, n_in);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t* s = src + r * src_row;
+        uint8_t* qr = q + r * q_row;
+        uint16_t* dr = d ? d + r * d_row : nullptr;
+        switch (t) {
+            case dtype::q8_0:
+                for (int64_t b = 0; b < d_row; b++) {
+                    const auto blk = read_block<block_q8_0>(s, b);
+                    dr[b] = blk.d;
+                    std::memcpy(qr + b * 32, blk.qs, 32);
+                }
+                break;
+            case dtype::q4_0:
+                for (int64_t b = 0; b < d_row; b++) {
+                    const auto blk = read_block<block_q4_0>(s, b);
+                    dr[b] = blk.d;
+                    std::memcpy(qr + b * 16, blk.qs, 16);
+                }
+                break;
+            case dtype::q6_k:
+                for (int64_t b = 0; b < d_row; b++) {
+                    const auto blk = read_block<block_q6_k>(s, b);
+                    dr[b] = blk.d;
+                    std::memcpy(qr + b * 208, blk.ql, 128);
+                    std::memcpy(qr + b * 208 + 128, blk.qh, 64);
+                    std::memcpy(qr + b * 208 + 192, blk.scales, 16);
+                }
+                break;
+            default: std::memcpy(qr, s, size_t(q_row)); break;
+        }
+    }
+}
+
+}  // namespace memtile::cuda

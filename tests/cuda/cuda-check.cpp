@@ -1,0 +1,142 @@
+// Device-machine driver of the CUDA backend: correctness against the CPU engine (logits per weight format,
+// greedy tokens of stories260K and the default model) and batch-1 decode benchmarks of llama3-8b shapes
+// against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
+// CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
+//                               [--no-bench] [--bench-only]
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "backends/cuda/cuda-backend.h"
+#include "core/error.h"
+#include "models/llama2c-import.h"
+#include "models/presets.h"
+#include "support/cuda-checks.h"
+
+using namespace memtile;
+
+namespace {
+
+int failures = 0;
+
+void report(bool ok, const std::string& what) {
+    fmt::print("{} {}\n", ok ? "PASS" : "FAIL", what);
+    std::fflush(stdout);
+    if (!ok) failures++;
+}
+
+void check_formats(const std::string& dir) {
+    struct item {
+        const char* preset;
+        file_type type;
+        double tol;
+    };
+    const item items[] = {
+        {"tiny", file_type::all_f32, 1e-5},       {"tiny", file_type::f16, 1e-5},
+        {"tiny", file_type::bf16, 1e-5},          {"tiny", file_type::q8_0, 1e-3},
+        {"tiny", file_type::q4_0, 1e-3},          {"tiny", file_type::q4_k_m, 1e-3},
+        {"tiny", file_type::q5_k_m, 1e-3},        {"tiny", file_type::q6_k, 1e-3},
+        {"tiny-qwen2", file_type::q8_0, 1e-3},    {"tiny-phi3", file_type::f16, 1e-5},
+        {"tiny-llama3", file_type::q4_k_m, 1e-3},
+    };
+    for (const auto& it : items) {
+        try {
+            const std::string path = test::make_synthetic(dir, it.preset, it.type);
+            const auto r = test::compare_logits(path, 16);
+            report(r.worst_nmse <= it.tol,
+                   fmt::format("logits {:<12} {:<7} worst NMSE over {} steps {:.3e} (tol {:.0e})", it.preset,
+                               file_type_name(it.type), r.steps, r.worst_nmse, it.tol));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("logits {} {}: {}", it.preset, file_type_name(it.type), e.what()));
+        }
+    }
+}
+
+void check_greedy(const std::string& name, const std::string& path, int n) {
+    try {
+        const auto r = test::compare_greedy(path, 1, n);
+        std::string head;
+        for (size_t i = 0; i < std::min<size_t>(12, r.gpu.size()); i++) head += fmt::format("{} ", r.gpu[i]);
+        report(r.first_mismatch < 0,
+               fmt::format("greedy {}: {} tokens, first mismatch {} (gpu: {}...)", name, n, r.first_mismatch, head));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("greedy {}: {}", name, e.what()));
+    }
+}
+
+void bench(const cuda::bandwidth_probe& bw) {
+    fmt::print("\nmatvec alone (one [n_out x n_in] product, cold weights, GB/s of weight bytes):\n");
+    const dtype types[] = {dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_0, dtype::q4_0, dtype::f16, dtype::bf16};
+    for (dtype t : types) {
+        const double a = cuda::bench_matvec(t, 4096, 14336, 20), b = cuda::bench_matvec(t, 14336, 4096, 20),
+                     c = cuda::bench_matvec(t, 4096, 4096, 20);
+        fmt::print("  {:<5} 4096->14336 {:7.0f}  14336->4096 {:7.0f}  4096->4096 {:7.0f}  ({:.2f} of probe)\n",
+                   dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
+    }
+    fmt::print("\nbatch-1 decode, llama3-8b shapes, random weights of each file type's tensor types:\n");
+    const auto& preset = find_preset("llama3-8b");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
+    for (file_type ft : fts) {
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const int n = 128, warm = 16;
+            const double s = d->bench_decode(n, warm, 1);
+            const double tps = n / s;
+            const double bytes = double(d->streamed_bytes_per_token());
+            const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+            fmt::print(
+                "  {:<7} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio {:.3f}\n",
+                file_type_name(ft), n, tps, bytes / 1e9, bytes * tps / 1e9, limit, tps / limit);
+            fmt::print("          {}\n", d->summary());
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
+    bool do_bench = true, do_checks = true;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--stories" && i + 1 < argc)
+            stories = argv[++i];
+        else if (a == "--kjv" && i + 1 < argc)
+            kjv = argv[++i];
+        else if (a == "--tmp" && i + 1 < argc)
+            tmp = argv[++i];
+        else if (a == "--no-bench")
+            do_bench = false;
+        else if (a == "--bench-only")
+            do_checks = false;
+    }
+    fmt::print("device: {}\n", cuda::device_description());
+    if (cuda::device_count() == 0) {
+        fmt::print("SKIPPED: no CUDA device\n");
+        return 0;
+    }
+    try {
+        std::filesystem::create_directories(tmp);
+        const auto bw = cuda::probe_bandwidth();
+        fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
+        if (do_checks) {
+            check_formats(tmp);
+            if (!stories.empty()) {
+                const std::string g = tmp + "/stories260K.gguf";
+                import_llama2c(stories, g);
+                check_greedy("stories260K", g, 200);
+            }
+            if (!kjv.empty()) check_greedy("memtile-kjv-q8_0", kjv, 200);
+        }
+        if (do_bench) bench(bw);
+    } catch (const std::exception& e) {
+        report(false, e.what());
+    }
+    fmt::print("\n{} failure(s)\n", failures);
+    return failures == 0 ? 0 : 1;
+}

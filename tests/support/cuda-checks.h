@@ -1,0 +1,91 @@
+// Checks of the CUDA decoder against the CPU engine, shared by the GoogleTest suite (skipped without a
+// device) and the device-machine driver tests/cuda/cuda-check.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda-backend.h"
+#include "core/thread-pool.h"
+#include "gguf/gguf-file.h"
+#include "models/synthetic-model.h"
+#include "models/transformer.h"
+
+namespace memtile::test {
+
+// Normalised mean squared error: sum (a - ref)^2 / sum ref^2 (infinite when a holds a NaN or infinity).
+inline double nmse(std::span<const float> a, std::span<const float> ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        const double e = double(a[i]) - double(ref[i]);
+        num += e * e;
+        den += double(ref[i]) * double(ref[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+inline std::string make_synthetic(const std::string& dir, const std::string& preset, file_type ft) {
+    synthetic_options o;
+    o.preset = preset;
+    o.type = ft;
+    o.seed = 7;
+    o.progress = false;
+    const std::string path = dir + "/" + preset + "-" + std::string(file_type_name(ft)) + ".gguf";
+    write_synthetic_model(o, path);
+    return path;
+}
+
+struct logits_comparison {
+    double worst_nmse = 0;  // over all steps
+    int steps = 0;
+};
+
+// Feeds the same token sequence to the CPU engine (f16 KV cache) and the CUDA decoder; NMSE per step.
+inline logits_comparison compare_logits(const std::string& path, int n_steps) {
+    auto m = transformer::load(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    forward_context ctx(*m, uint32_t(n_steps + 1), dtype::f16, pool);
+    auto d = cuda::decoder::load(gguf_file::open(path), uint32_t(n_steps + 1));
+    logits_comparison r;
+    const uint32_t V = m->config().n_vocab;
+    for (int i = 0; i < n_steps; i++) {
+        const int32_t t = int32_t((7 + 37 * uint32_t(i)) % V);
+        const auto cl = ctx.forward(std::span<const int32_t>(&t, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        const auto gpu = d->forward(t);
+        r.worst_nmse = std::max(r.worst_nmse, nmse(gpu, cpu));
+        r.steps++;
+    }
+    return r;
+}
+
+struct greedy_comparison {
+    std::vector<int32_t> cpu, gpu;
+    int first_mismatch = -1;
+};
+
+// Greedy generation of n tokens from `first` on both engines (ties: lowest id on both).
+inline greedy_comparison compare_greedy(const std::string& path, int32_t first, int n) {
+    auto m = transformer::load(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    const uint32_t n_ctx = uint32_t(n + 1);
+    forward_context ctx(*m, n_ctx, dtype::f16, pool);
+    auto d = cuda::decoder::load(gguf_file::open(path), n_ctx);
+    greedy_comparison r;
+    int32_t tc = first, tg = first;
+    for (int i = 0; i < n; i++) {
+        const auto logits = ctx.forward(std::span<const int32_t>(&tc, 1));
+        tc = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        tg = d->forward_greedy(tg);
+        r.cpu.push_back(tc);
+        r.gpu.push_back(tg);
+        if (tc != tg && r.first_mismatch < 0) r.first_mismatch = i;
+    }
+    return r;
+}
+
+}  // namespace memtile::test
