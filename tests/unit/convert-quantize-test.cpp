@@ -55,8 +55,11 @@ TEST_P(quantize_types, mixture_types_and_logits) {
     auto g = gguf_file::open(out);
     EXPECT_EQ(g->get_u64("general.file_type", 999), static_cast<uint32_t>(*ft));
     // Every metadata key but general.file_type / quantization_version is copied unchanged.
-    for (const auto& [k, v] : in->metadata())
-        if (k != "general.file_type" && k != "general.quantization_version") EXPECT_EQ(*g->find(k), v) << k;
+    for (const auto& [k, v] : in->metadata()) {
+        if (k != "general.file_type" && k != "general.quantization_version") {
+            EXPECT_EQ(*g->find(k), v) << k;
+        }
+    }
     const model_config c = read_model_config(*g);
     ASSERT_EQ(r.tensors.size(), g->tensors().size());
     for (const auto& spec : tensor_table(c)) {

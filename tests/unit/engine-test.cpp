@@ -120,14 +120,20 @@ TEST(engine, architectures_qwen2_phi3_and_rope_factors_match_reference) {
         thread_pool pool(2);
         forward_context ctx(*model, 128, dtype::f32, pool);
         const auto& c = model->config();
-        if (std::string(preset) == "tiny-qwen2") EXPECT_EQ(c.rope, rope_style::neox);
-        if (std::string(preset) == "tiny-llama3") EXPECT_TRUE(c.has_rope_freqs && c.tied_embeddings);
+        if (std::string(preset) == "tiny-qwen2") {
+            EXPECT_EQ(c.rope, rope_style::neox);
+        }
+        if (std::string(preset) == "tiny-llama3") {
+            EXPECT_TRUE(c.has_rope_freqs && c.tied_embeddings);
+        }
         // Positions well past the RoPE factors' original context (64) exercise the scaled frequencies.
         for (int i = 0; i < 100; i++) {
             const int32_t t = (i * 37 + 1) % 512;
             const auto got = ctx.forward(std::span<const int32_t>(&t, 1));
             const auto want = ref.step(t);
-            if (i % 9 == 0) EXPECT_LE(test::nmse(want, got), 1e-6) << preset << " position " << i;
+            if (i % 9 == 0) {
+                EXPECT_LE(test::nmse(want, got), 1e-6) << preset << " position " << i;
+            }
         }
     }
 }
