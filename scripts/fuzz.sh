@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTILE_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTILE_FUZZ=ON -DMEMTILE_CUDA=OFF \
   -DMEMTILE_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz --target fuzz-gguf-reader -j"$(nproc)"
 corpus=build-fuzz/corpus
