@@ -308,6 +308,11 @@ private:
                 r.ttft_ms);
     }
 
+    // Three significant digits at least, so that rare events (0.02 context switches per token) stay visible.
+    static std::string per_token(double v) {
+        return v >= 100 ? fmt::format("{:.0f}", v) : v >= 1 ? fmt::format("{:.2f}", v) : fmt::format("{:.4f}", v);
+    }
+
     void print_counters(const perf_counters& c, const std::vector<bench_row>& rows) {
         FILE* out = json_ ? stderr : stdout;
         fmt::print(out, "\nevent counters per token (perf_event_open; software events from {})\n", c.software_source());
@@ -336,7 +341,7 @@ private:
                 if (x.name == "cycles") cyc = x.value;
                 if (x.name == "instructions") ins = x.value;
                 if (x.value || (x.hardware && c.hardware_available()))
-                    line += x.value ? fmt::format(" {:.1f} |", double(*x.value) / double(r.counted_tokens)) : " n/a |";
+                    line += x.value ? " " + per_token(double(*x.value) / double(r.counted_tokens)) + " |" : " n/a |";
             }
             if (c.hardware_available())
                 line += cyc && ins && *cyc ? fmt::format(" {:.2f} |", double(*ins) / double(*cyc)) : " n/a |";
@@ -361,7 +366,7 @@ private:
             s += fmt::format("| {} | {:.4f} | {:.1f} % | {:.0f} | {:.3f} | {:.2f} |\n", name, b.ns / 1e6 / tokens,
                              100.0 * b.ns / fp.total().ns, double(b.calls) / tokens, double(b.bytes()) / 1e6 / tokens,
                              b.ns > 0 ? double(b.bytes()) / b.ns : 0.0);
-        s += "\n| layer | ms/token | matmul-bound MB/token | KV read MB/token | GB/s |\n| ---: | ---: | ---: | ---: | "
+        s += "\n| layer | ms/token | weights MB/token | KV read MB/token | GB/s |\n| ---: | ---: | ---: | ---: | "
              "---: |\n";
         const auto& layers = fp.by_layer();
         for (size_t i = 0; i < layers.size(); i++) {

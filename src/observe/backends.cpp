@@ -29,9 +29,9 @@ backend_status cuda_backend() {
     bool present = std::filesystem::exists("/dev/nvidia0", ec);
     if (std::filesystem::is_directory("/proc/driver/nvidia/gpus", ec))
         present = present || !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec);
-    std::string detail = compiled ? (present ? "compiled in; NVIDIA GPU present" : "compiled in; no NVIDIA GPU found")
-                                  : (present ? "NVIDIA GPU present but this binary has no CUDA backend"
-                                             : "not compiled in; no NVIDIA GPU found");
+    const std::string detail =
+        present ? (compiled ? "NVIDIA GPU present" : "NVIDIA GPU present, but this binary has no CUDA backend")
+                : "no NVIDIA GPU found";
     return {"cuda", compiled, present, detail};
 }
 

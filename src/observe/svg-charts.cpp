@@ -121,7 +121,7 @@ void bandwidth_panel(svg_doc& d, const probe_result& r, double x0, double y0, do
             d.text(bx + bw / 2, Y(b.gbps) - 4, num(b.gbps), 10, "middle");
             k++;
         }
-        d.text(cx, y0 + h + 16, tests[i], 11, "middle");
+        d.text(cx, y0 + h + 16, tests[i], tests[i].size() > 12 ? 9.5 : 11, "middle");
     }
     // Legend.
     d.rect(x0 + w - 190, y0 + 8, 12, 12, k_light);

@@ -52,7 +52,7 @@ void svg_doc::circle(double cx, double cy, double r, std::string_view fill, std:
 void svg_doc::text(double x, double y, std::string_view s, double size, std::string_view anchor, std::string_view fill,
                    std::string_view extra) {
     body_ += fmt::format(
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.0f}\" text-anchor=\"{}\" fill=\"{}\" {}>{}</text>\n", x, y,
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.1f}\" text-anchor=\"{}\" fill=\"{}\" {}>{}</text>\n", x, y,
         size, anchor, fill, extra, xml_escape(s));
 }
 
