@@ -36,6 +36,7 @@ std::pair<double, double> nice_axis(double v, int ticks = 5) {
 }
 
 std::string num(double v) {
+    if (v == 0) return "0";
     return v >= 100 ? fmt::format("{:.0f}", v) : v >= 10 ? fmt::format("{:.1f}", v) : fmt::format("{:.2f}", v);
 }
 
