@@ -82,19 +82,18 @@ public:
         host_.kv_type = kv_type_ == "f32" ? dtype::f32 : dtype::f16;
         server_.max_body = size_t(max_body_mb_) << 20;
         host_.model.load.use_mmap = !no_mmap_;
-        if (server_.http_threads < host_.n_slots + 8)
-            server_.http_threads = host_.n_slots + std::max(8, host_.max_queue);
-        std::string peak_source = "--mem-bandwidth";
-        if (host_.peak_bandwidth_gbs <= 0) {
+        // Roofline peak: --mem-bandwidth, else the machine profile of memtile probe, else a copy measured now.
+        std::string peak_source =
+            host_.peak_bandwidth_gbs > 0 ? "--mem-bandwidth" : "measured copy speed; run memtile probe for a profile";
+        if (host_.peak_bandwidth_gbs <= 0)
             if (const auto prof = load_machine_profile()) {
                 host_.peak_bandwidth_gbs =
                     prof->read_gbps_for(host_.threads > 0 ? host_.threads : thread_pool::default_threads());
                 peak_source = "machine profile " + prof->path;
-            } else {
-                host_.peak_bandwidth_gbs = measure_copy_bandwidth();
-                peak_source = "measured copy speed; run memtile probe for a machine profile";
             }
-        }
+        if (server_.http_threads < host_.n_slots + 8)
+            server_.http_threads = host_.n_slots + std::max(8, host_.max_queue);
+        if (host_.peak_bandwidth_gbs <= 0) host_.peak_bandwidth_gbs = measure_copy_bandwidth();
         if (aliases_.size() > models_.size()) fail("serve", "more --alias than -m");
         if (models_.empty() && models_dir_.empty()) models_.push_back(default_model_path());
 
