@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench-extras.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
@@ -123,8 +124,9 @@ public:
                        load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
             fmt::print(stderr, "[memtile] {} streamed per token, {:.2f} GB/s achieved during decode\n",
                        format_bytes(mm.streamed_bytes_per_token), gbps);
+            const std::string huge = huge_page_note(model->file().file());
             fmt::print(stderr, "[memtile] memory mode {} ({})\n", model_.memory_mode(),
-                       model->file().file().memory_mode());
+                       huge.empty() ? model->file().file().memory_mode() : huge);
             if (const auto prof = load_machine_profile())
                 fmt::print(stderr, "[memtile] roofline {:.1f} % of {:.2f} GB/s ({} threads, machine profile {})\n",
                            gbps / prof->read_gbps_for(pool.size()) * 100, prof->read_gbps_for(pool.size()), pool.size(),

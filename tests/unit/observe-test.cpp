@@ -16,6 +16,7 @@
 #include "observe/gpu-info.h"
 #include "observe/machine-profile.h"
 #include "observe/memory-model.h"
+#include "observe/perf-counters.h"
 #include "observe/svg-charts.h"
 #include "observe/svg.h"
 #include "quant/file-type.h"
@@ -229,6 +230,27 @@ TEST_F(observe_forward, hugepage_load_gives_the_same_bytes) {
     thread_pool pool(1);
     forward_context ctx(*m, 4, dtype::f16, pool);
     EXPECT_EQ(ctx.forward(std::vector<int32_t>{1, 2}).size(), m->config().n_vocab);
+}
+
+}  // namespace
+}  // namespace memtile
+
+namespace memtile {
+namespace {
+
+TEST(observe_perf, software_events_count_page_faults_and_never_fail) {
+    perf_counters c;
+    EXPECT_EQ(c.hardware_available(), c.hardware_reason().empty());
+    c.start();
+    std::vector<char> touched(size_t(32) << 20);
+    for (size_t i = 0; i < touched.size(); i += 4096) touched[i] = char(i);
+    c.stop();
+    const auto r = c.read();
+    const auto pf = std::find_if(r.begin(), r.end(), [](const counter_reading& x) { return x.name == "page-faults"; });
+    ASSERT_NE(pf, r.end());
+    ASSERT_TRUE(pf->value.has_value()) << c.software_source();
+    EXPECT_GE(*pf->value, 1000u);  // 8192 fresh 4 KiB pages (fewer faults with huge pages or fault-around)
+    EXPECT_EQ(touched[4096], char(4096));
 }
 
 }  // namespace
