@@ -79,7 +79,7 @@ struct model_host::slot {
 
 model_host::model_host(std::string name, const std::string& path, const host_options& o)
     : name_(std::move(name)), opts_(o) {
-    model_ = transformer::load(path);
+    model_ = transformer::load(path, o.model);
     tok_ = tokenizer::from_gguf(model_->file());
     pool_ = std::make_unique<thread_pool>(o.threads > 0 ? o.threads : thread_pool::default_threads());
     if (!o.template_file.empty()) {

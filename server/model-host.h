@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "models/transformer.h"
 #include "request.h"
 #include "runtime/generator.h"
 #include "template/template.h"
@@ -81,6 +82,7 @@ struct host_options {
     std::string template_file;      // overrides tokenizer.chat_template
     double peak_bandwidth_gbs = 0;  // for the roofline metric; 0: not reported
     int default_n_predict = -1;     // tokens to generate when a request sets no limit; -1: until the context is full
+    model_options model;  // memory mode of the weights: mmap (default), --no-mmap, --mlock, --prefault, --hugepages
 };
 
 // A prompt ready for a slot: tokens plus what the reply needs to know about tool calls.

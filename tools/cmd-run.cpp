@@ -8,12 +8,14 @@
 #include <sstream>
 
 #include "backends/cuda/cuda-backend.h"
+#include "bench-extras.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 #include "core/units.h"
 #include "gguf/gguf-file.h"
 #include "model-flags.h"
+#include "observe/machine-profile.h"
 #include "observe/memory-model.h"
 #include "runtime/generator.h"
 #include "sampling-flags.h"
@@ -128,6 +130,15 @@ public:
                        load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
             fmt::print(stderr, "[memtile] {} streamed per token, {:.2f} GB/s achieved during decode\n",
                        format_bytes(mm.streamed_bytes_per_token), gbps);
+            const std::string huge = huge_page_note(model->file().file());
+            fmt::print(stderr, "[memtile] memory mode {} ({})\n", model_.memory_mode(),
+                       huge.empty() ? model->file().file().memory_mode() : huge);
+            if (const auto prof = load_machine_profile())
+                fmt::print(stderr, "[memtile] roofline {:.1f} % of {:.2f} GB/s ({} threads, machine profile {})\n",
+                           gbps / prof->read_gbps_for(pool.size()) * 100, prof->read_gbps_for(pool.size()), pool.size(),
+                           prof->path);
+            else
+                fmt::print(stderr, "[memtile] roofline unknown: run memtile probe to measure this machine\n");
         }
         return 0;
     }

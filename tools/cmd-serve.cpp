@@ -14,6 +14,8 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/thread-pool.h"
+#include "observe/machine-profile.h"
 #include "runtime/default-model.h"
 #include "server/http-server.h"
 #include "server/model-registry.h"
@@ -21,8 +23,8 @@
 namespace memtile::cli {
 namespace {
 
-// Copy bandwidth of this machine (GB/s, bytes read + written), the peak of the roofline metric when
-// --mem-bandwidth is not given. 64 MiB is far beyond the caches.
+// Copy bandwidth of this machine (GB/s, bytes read + written), the peak of the roofline metric when neither
+// --mem-bandwidth nor a machine profile (memtile probe) is available. 64 MiB is far beyond the caches.
 double measure_copy_bandwidth() {
     const size_t n = size_t(64) << 20;
     std::vector<char> a(n, 1), b(n, 2);
@@ -65,7 +67,11 @@ public:
             ->check(CLI::Range(2, 4096));
         sub->add_option("--mem-bandwidth", host_.peak_bandwidth_gbs,
                         "Peak memory bandwidth in GB/s for the "
-                        "roofline metric (default: measured copy speed)");
+                        "roofline metric (default: the machine profile of memtile probe, else measured copy speed)");
+        sub->add_flag("--no-mmap", no_mmap_, "Read models into memory instead of mapping them");
+        sub->add_flag("--mlock", host_.model.load.mlock, "Lock the models' pages in RAM");
+        sub->add_flag("--prefault", host_.model.load.prefault, "Touch every weight page before serving");
+        sub->add_flag("--hugepages", host_.model.load.hugepages, "Copy the weights into 2 MiB pages");
         sub->add_option("-n,--n-predict", host_.default_n_predict,
                         "Tokens to generate when a request sets no limit (default: until the context is full)");
         sub->add_flag("-q,--quiet", server_.quiet, "No access log");
@@ -75,6 +81,16 @@ public:
     int run() override {
         host_.kv_type = kv_type_ == "f32" ? dtype::f32 : dtype::f16;
         server_.max_body = size_t(max_body_mb_) << 20;
+        host_.model.load.use_mmap = !no_mmap_;
+        // Roofline peak: --mem-bandwidth, else the machine profile of memtile probe, else a copy measured now.
+        std::string peak_source =
+            host_.peak_bandwidth_gbs > 0 ? "--mem-bandwidth" : "measured copy speed; run memtile probe for a profile";
+        if (host_.peak_bandwidth_gbs <= 0)
+            if (const auto prof = load_machine_profile()) {
+                host_.peak_bandwidth_gbs =
+                    prof->read_gbps_for(host_.threads > 0 ? host_.threads : thread_pool::default_threads());
+                peak_source = "machine profile " + prof->path;
+            }
         if (server_.http_threads < host_.n_slots + 8)
             server_.http_threads = host_.n_slots + std::max(8, host_.max_queue);
         if (host_.peak_bandwidth_gbs <= 0) host_.peak_bandwidth_gbs = measure_copy_bandwidth();
@@ -108,8 +124,8 @@ public:
                        server_.host);
         for (const auto& e : registry.list())
             fmt::print(stderr, "[serve] model {} ({}{})\n", e.name, e.path, e.host ? ", loaded" : "");
-        fmt::print(stderr, "[serve] {} slots, queue {}, peak bandwidth {:.1f} GB/s\n", host_.n_slots, host_.max_queue,
-                   host_.peak_bandwidth_gbs);
+        fmt::print(stderr, "[serve] {} slots, queue {}, peak bandwidth {:.1f} GB/s ({})\n", host_.n_slots,
+                   host_.max_queue, host_.peak_bandwidth_gbs, peak_source);
         fmt::print(stderr, "[serve] listening on http://{}:{}\n", server_.host, port);
         std::fflush(stderr);
 
@@ -135,6 +151,7 @@ private:
     std::string models_dir_, kv_type_ = "f16";
     double keep_alive_s_ = 300;
     int max_body_mb_ = 32;
+    bool no_mmap_ = false;
     server::server_options server_;
     server::host_options host_;
 };

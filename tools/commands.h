@@ -27,5 +27,8 @@ std::unique_ptr<command> make_tokenize_command();
 std::unique_ptr<command> make_detokenize_command();
 std::unique_ptr<command> make_template_command();
 std::unique_ptr<command> make_serve_command();
+std::unique_ptr<command> make_probe_command();
+std::unique_ptr<command> make_bench_command();
+std::unique_ptr<command> make_diag_command();
 
 }  // namespace memtile::cli

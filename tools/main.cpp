@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<CLI::App*, std::unique_ptr<command>>> cmds;
     for (auto make : {make_run_command, make_chat_command, make_serve_command, make_inspect_command, make_gen_command,
                       make_convert_command, make_quantize_command, make_tokenize_command, make_detokenize_command,
-                      make_template_command}) {
+                      make_template_command, make_probe_command, make_bench_command, make_diag_command}) {
         auto c = make();
         CLI::App* sub = c->add(app);
         cmds.emplace_back(sub, std::move(c));

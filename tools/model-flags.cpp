@@ -7,16 +7,19 @@
 
 namespace memtile::cli {
 
-void model_flags::add(CLI::App* sub) {
+void model_flags::add(CLI::App* sub, bool with_threads) {
     sub->add_option("-m,--model", model, "GGUF model (default: the project's default model)");
     sub->add_option("-c,--ctx", ctx, "Context length in tokens (default: min(training context, 4096))")
         ->check(CLI::Range(1u, 1u << 24));
     sub->add_option("--kv-type", kv_type, "KV-cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
-    sub->add_option("-t,--threads", threads, "Threads (default: physical performance cores)")
-        ->check(CLI::Range(1, 1024));
+    if (with_threads)
+        sub->add_option("-t,--threads", threads, "Threads (default: physical performance cores)")
+            ->check(CLI::Range(1, 1024));
     sub->add_flag("--no-mmap", no_mmap, "Read the model into memory instead of mapping it");
     sub->add_flag("--mlock", mlock, "Lock the model's pages in RAM");
     sub->add_flag("--prefault", prefault, "Touch every weight page before the first token");
+    sub->add_flag("--hugepages", hugepages,
+                  "Copy the weights into 2 MiB pages (hugetlbfs pool if it has room, else transparent huge pages)");
     sub->add_option("--repack", repack, "Repack weights into interleaved tiles at load: on or off")
         ->check(CLI::IsMember({"on", "off"}));
 }
@@ -30,8 +33,16 @@ model_options model_flags::options() const {
     o.load.use_mmap = !no_mmap;
     o.load.mlock = mlock;
     o.load.prefault = prefault;
+    o.load.hugepages = hugepages;
     o.repack = repack == "on";
     return o;
+}
+
+std::string model_flags::memory_mode() const {
+    std::string m = hugepages ? "hugepages" : no_mmap ? "no-mmap" : "mmap";
+    if (prefault) m += "+prefault";
+    if (mlock) m += "+mlock";
+    return m;
 }
 
 uint32_t model_flags::context_for(uint32_t n_ctx_train) const {

@@ -16,10 +16,11 @@ struct model_flags {
     uint32_t ctx = 0;   // 0: min(training context, 4096)
     std::string kv_type = "f16";
     int threads = 0;  // 0: physical cores
-    bool no_mmap = false, mlock = false, prefault = false;
+    bool no_mmap = false, mlock = false, prefault = false, hugepages = false;
     std::string repack = "off";
 
-    void add(CLI::App* sub);
+    void add(CLI::App* sub, bool with_threads = true);  // bench has its own -t (a list)
+    std::string memory_mode() const;                    // "mmap", "no-mmap+prefault", ...
     std::string model_path() const;
     model_options options() const;
     dtype kv_dtype() const { return kv_type == "f32" ? dtype::f32 : dtype::f16; }

@@ -38,7 +38,9 @@ std::shared_ptr<mapped_file> mapped_file::open(const std::string& path, const lo
         f->data_ = &empty;
         return f;
     }
-    if (opts.use_mmap) {
+    if (opts.hugepages) {
+        f->read_into_huge_pages(fd.fd);
+    } else if (opts.use_mmap) {
         int flags = MAP_PRIVATE;
         if (opts.prefault) flags |= MAP_POPULATE;
         void* p = ::mmap(nullptr, f->size_, PROT_READ, flags, fd.fd, 0);
@@ -51,15 +53,8 @@ std::shared_ptr<mapped_file> mapped_file::open(const std::string& path, const lo
         if (!p) fail("io", "cannot allocate {} bytes to read '{}'", f->size_, path);
         f->data_ = static_cast<const uint8_t*>(p);
         f->owned_ = true;
-        size_t done = 0;
-        while (done < f->size_) {
-            ssize_t n = ::pread(fd.fd, static_cast<uint8_t*>(p) + done, f->size_ - done, static_cast<off_t>(done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0)
-                fail("io", "short read of '{}' at offset {}: {}", path, done,
-                     n < 0 ? std::strerror(errno) : "end of file");
-            done += static_cast<size_t>(n);
-        }
+        f->mode_ = "read";
+        f->read_all(fd.fd, static_cast<uint8_t*>(p));
     }
     if (opts.mlock) {
         if (::mlock(f->data_, f->size_) == 0)
@@ -76,6 +71,44 @@ std::shared_ptr<mapped_file> mapped_file::open(const std::string& path, const lo
     return f;
 }
 
+void mapped_file::read_all(int fd, uint8_t* dst) {
+    size_t done = 0;
+    while (done < size_) {
+        ssize_t n = ::pread(fd, dst + done, size_ - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            fail("io", "short read of '{}' at offset {}: {}", path_, done,
+                 n < 0 ? std::strerror(errno) : "end of file");
+        done += static_cast<size_t>(n);
+    }
+}
+
+void mapped_file::read_into_huge_pages(int fd) {
+    constexpr size_t huge = size_t(2) << 20;
+    const size_t bytes = (size_ + huge - 1) / huge * huge;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p != MAP_FAILED) {
+        mode_ = "hugetlbfs";
+        anon_bytes_ = bytes;
+        data_ = static_cast<const uint8_t*>(p);
+    } else {
+        // Over-allocate by one huge page so the data can start on a 2 MiB boundary (THP needs aligned ranges).
+        p = ::mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail("io", "cannot map {} bytes for '{}': {}", bytes + huge, path_, std::strerror(errno));
+        auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1));
+        const size_t head = size_t(aligned - static_cast<uint8_t*>(p));
+        if (head > 0) ::munmap(p, head);
+        if (huge - head > 0) ::munmap(aligned + bytes, huge - head);
+        if (::madvise(aligned, bytes, MADV_HUGEPAGE) != 0)
+            warning_ = fmt::format("madvise(MADV_HUGEPAGE) failed: {} (transparent huge pages disabled?)",
+                                   std::strerror(errno));
+        mode_ = "thp";
+        anon_bytes_ = bytes;
+        data_ = aligned;
+    }
+    read_all(fd, const_cast<uint8_t*>(data_));
+}
+
 std::shared_ptr<mapped_file> mapped_file::from_memory(std::string name, std::span<const uint8_t> bytes) {
     std::shared_ptr<mapped_file> f(new mapped_file());
     f->path_ = std::move(name);
@@ -87,6 +120,7 @@ std::shared_ptr<mapped_file> mapped_file::from_memory(std::string name, std::spa
 mapped_file::~mapped_file() {
     if (locked_) ::munlock(data_, size_);
     if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (anon_bytes_ > 0) ::munmap(const_cast<uint8_t*>(data_), anon_bytes_);
     if (owned_) std::free(const_cast<uint8_t*>(data_));
 }
 

@@ -13,6 +13,11 @@ struct load_options {
     bool use_mmap = true;   // false: read the file into an owned, page-aligned buffer (--no-mmap)
     bool mlock = false;     // lock the pages in RAM (failure is reported as a warning, not an error)
     bool prefault = false;  // touch every page before returning (MAP_POPULATE + read)
+    // Copy the file into anonymous memory backed by 2 MiB pages (--hugepages): a hugetlbfs page (MAP_HUGETLB)
+    // when the pool has room for the whole file, else transparent huge pages (madvise MADV_HUGEPAGE), which the
+    // kernel may grant in part or not at all. Page-cache mappings of regular files rarely get huge pages,
+    // hence the copy. Implies !use_mmap.
+    bool hugepages = false;
 };
 
 class mapped_file {
@@ -31,16 +36,21 @@ public:
     bool is_mmapped() const { return mapped_; }
     bool is_locked() const { return locked_; }
     const std::string& warning() const { return warning_; }  // e.g. why mlock failed
+    // How the bytes are held: "mmap", "read" (--no-mmap), "hugetlbfs" or "thp" (--hugepages).
+    const std::string& memory_mode() const { return mode_; }
 
 private:
     mapped_file() = default;
+    void read_all(int fd, uint8_t* dst);
+    void read_into_huge_pages(int fd);
     std::string path_;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;
     bool mapped_ = false;
     bool owned_ = false;
     bool locked_ = false;
-    std::string warning_;
+    size_t anon_bytes_ = 0;  // length of the anonymous mapping (--hugepages), unmapped by the destructor
+    std::string warning_, mode_ = "mmap";
 };
 
 }  // namespace memtile

@@ -1,6 +1,7 @@
 #include "models/transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backends/cpu/ops.h"
@@ -135,19 +136,46 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
     gate_.resize(size_t(n * F));
     up_.resize(size_t(n * F));
 
+    // Runs f, and when an observer is installed, times it and reports e (bytes in f32 activations: 4 per element).
+    const auto op = [this](op_event e, auto&& f) {
+        if (!obs_) return f();
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        e.ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        obs_->on_op(e);
+    };
+    const auto mm = [&](const cpu::prepared_weight& w, int il, const float* in, float* out) {
+        const auto& v = w.view();
+        op({op_class::matmul, il, v.type, uint64_t(v.n_out) * v.row_bytes, 0, 0, uint64_t(n * (v.n_in + v.n_out) * 4)},
+           [&] { cpu::matmul(w, in, n, out, pool_); });
+    };
+    const uint64_t kv_row = uint64_t(KV) * kv_->elem_bytes();
+
     // Embedding: gather and dequantize one row per token.
-    for (int64_t t = 0; t < n; t++)
-        dequantize_row(m_.tok_embd_.type, m_.tok_embd_.data + size_t(tokens[size_t(t)]) * m_.tok_embd_.row_bytes,
-                       x_.data() + t * E, E);
+    op({op_class::embedding, -1, m_.tok_embd_.type, uint64_t(n) * m_.tok_embd_.row_bytes, 0, 0, uint64_t(n * E * 4)},
+       [&] {
+           for (int64_t t = 0; t < n; t++)
+               dequantize_row(m_.tok_embd_.type, m_.tok_embd_.data + size_t(tokens[size_t(t)]) * m_.tok_embd_.row_bytes,
+                              x_.data() + t * E, E);
+       });
 
     const float* factors = m_.rope_factors_.empty() ? nullptr : m_.rope_factors_.data();
+    const op_event norm_ev{op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n * E * 4 * 2)};
+    const op_event add_ev{op_class::elementwise, -1, dtype::f32, 0, 0, 0, uint64_t(n * E * 4 * 3)};
     for (uint32_t il = 0; il < c.n_layer; il++) {
         const auto& L = m_.layers_[il];
-        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        const int li = int(il);
+        auto at = [li](op_event e) {
+            e.layer = li;
+            return e;
+        };
+        op(at(norm_ev), [&] {
+            for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.attn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        });
         if (L.wqkv) {
             // phi3: one fused projection [n_tok, Q + 2 KV], split into q, k, v.
             qkv_.resize(size_t(n * (Q + 2 * KV)));
-            cpu::matmul(*L.wqkv, xn_.data(), n, qkv_.data(), pool_);
+            mm(*L.wqkv, li, xn_.data(), qkv_.data());
             for (int64_t t = 0; t < n; t++) {
                 const float* r = &qkv_[t * (Q + 2 * KV)];
                 std::copy(r, r + Q, &q_[t * Q]);
@@ -155,9 +183,9 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
                 std::copy(r + Q + KV, r + Q + 2 * KV, &v_[t * KV]);
             }
         } else {
-            cpu::matmul(*L.wq, xn_.data(), n, q_.data(), pool_);
-            cpu::matmul(*L.wk, xn_.data(), n, k_.data(), pool_);
-            cpu::matmul(*L.wv, xn_.data(), n, v_.data(), pool_);
+            mm(*L.wq, li, xn_.data(), q_.data());
+            mm(*L.wk, li, xn_.data(), k_.data());
+            mm(*L.wv, li, xn_.data(), v_.data());
         }
         if (!L.bq.empty())
             for (int64_t t = 0; t < n; t++) {
@@ -165,42 +193,64 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
                 for (int64_t i = 0; i < KV; i++) k_[t * KV + i] += L.bk[size_t(i)];
                 for (int64_t i = 0; i < KV; i++) v_[t * KV + i] += L.bv[size_t(i)];
             }
-        for (int64_t t = 0; t < n; t++) {
-            const int pos = int(pos0 + t);
-            cpu::rope(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope, factors);
-            cpu::rope(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
-                      factors);
-            kv_->store(il, uint32_t(pos), &k_[t * KV], &v_[t * KV]);
-        }
-        cpu::attention(q_.data(), att_.data(), int(n), int(pos0), *kv_, int(il), int(c.n_head), int(c.n_head_kv),
-                       int(c.head_dim), pool_);
-        cpu::matmul(*L.wo, att_.data(), n, xn_.data(), pool_);
-        for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+        op({op_class::rope, li, dtype::f32, 0, 0, 0, uint64_t(n * (Q + KV) * 4 * 2)}, [&] {
+            for (int64_t t = 0; t < n; t++) {
+                const int pos = int(pos0 + t);
+                cpu::rope(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
+                          factors);
+                cpu::rope(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
+                          factors);
+            }
+        });
+        op({op_class::kv_store, li, dtype::f32, 0, 0, uint64_t(n) * kv_row * 2, uint64_t(n * KV * 4 * 2)}, [&] {
+            for (int64_t t = 0; t < n; t++) kv_->store(il, uint32_t(pos0 + t), &k_[t * KV], &v_[t * KV]);
+        });
+        // Token t attends to pos0 + t + 1 positions, reading one K and one V row each.
+        const uint64_t kv_rows = uint64_t(n) * pos0 + uint64_t(n) * uint64_t(n + 1) / 2;
+        op({op_class::attention, li, dtype::f32, 0, kv_rows * kv_row * 2, 0, uint64_t(n * Q * 4 * 2)}, [&] {
+            cpu::attention(q_.data(), att_.data(), int(n), int(pos0), *kv_, int(il), int(c.n_head), int(c.n_head_kv),
+                           int(c.head_dim), pool_);
+        });
+        mm(*L.wo, li, att_.data(), xn_.data());
+        op(at(add_ev), [&] {
+            for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+        });
 
-        for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.ffn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        op(at(norm_ev), [&] {
+            for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.ffn_norm.data(), &xn_[t * E], E, c.norm_eps);
+        });
         if (L.w_gate) {
-            cpu::matmul(*L.w_gate, xn_.data(), n, gate_.data(), pool_);
-            cpu::matmul(*L.w_up, xn_.data(), n, up_.data(), pool_);
+            mm(*L.w_gate, li, xn_.data(), gate_.data());
+            mm(*L.w_up, li, xn_.data(), up_.data());
         } else {
             // phi3: fused [n_tok, 2F], gate first then up.
             qkv_.resize(size_t(n * 2 * F));
-            cpu::matmul(*L.w_up, xn_.data(), n, qkv_.data(), pool_);
+            mm(*L.w_up, li, xn_.data(), qkv_.data());
             for (int64_t t = 0; t < n; t++) {
                 std::copy(&qkv_[t * 2 * F], &qkv_[t * 2 * F] + F, &gate_[t * F]);
                 std::copy(&qkv_[t * 2 * F] + F, &qkv_[t * 2 * F] + 2 * F, &up_[t * F]);
             }
         }
-        cpu::swiglu(gate_.data(), up_.data(), n * F);
-        cpu::matmul(*L.w_down, gate_.data(), n, xn_.data(), pool_);
-        for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+        op({op_class::elementwise, li, dtype::f32, 0, 0, 0, uint64_t(n * F * 4 * 3)},
+           [&] { cpu::swiglu(gate_.data(), up_.data(), n * F); });
+        mm(*L.w_down, li, gate_.data(), xn_.data());
+        op(at(add_ev), [&] {
+            for (int64_t i = 0; i < n * E; i++) x_[size_t(i)] += xn_[size_t(i)];
+        });
     }
     kv_->used = pos0 + uint32_t(n);
 
     const int64_t n_out = all_logits ? n : 1;
     const float* last = &x_[(n - n_out) * E];
-    for (int64_t t = 0; t < n_out; t++) cpu::rms_norm(last + t * E, m_.output_norm_.data(), &xn_[t * E], E, c.norm_eps);
+    op({op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n_out * E * 4 * 2)}, [&] {
+        for (int64_t t = 0; t < n_out; t++)
+            cpu::rms_norm(last + t * E, m_.output_norm_.data(), &xn_[t * E], E, c.norm_eps);
+    });
     logits_.resize(size_t(n_out * c.n_vocab));
-    cpu::matmul(*m_.output_, xn_.data(), n_out, logits_.data(), pool_);
+    const auto& ov = m_.output_->view();
+    op({op_class::output, -1, ov.type, uint64_t(ov.n_out) * ov.row_bytes, 0, 0,
+        uint64_t(n_out * (ov.n_in + ov.n_out) * 4)},
+       [&] { cpu::matmul(*m_.output_, xn_.data(), n_out, logits_.data(), pool_); });
     return {logits_.data() + (n_out - 1) * c.n_vocab, c.n_vocab};
 }
 

@@ -18,6 +18,27 @@ class gguf_file;
 class kv_cache;
 class thread_pool;
 
+// Operation classes of the forward pass, for profiling (bench --profile).
+enum class op_class { embedding, matmul, attention, kv_store, norm, rope, elementwise, output };
+
+// One operation of forward(): what it must move through memory and how long it took. Bytes are the minimum
+// traffic of the operation: weights streamed, KV-cache rows read or written, f32 activations in and out.
+struct op_event {
+    op_class kind = op_class::matmul;
+    int layer = -1;                  // -1 outside the transformer blocks
+    dtype weight_type = dtype::f32;  // the weight's type for matmul and embedding
+    uint64_t weight_bytes = 0, kv_read_bytes = 0, kv_write_bytes = 0, activation_bytes = 0;
+    double ns = 0;  // wall time
+};
+
+// Receives one op_event per operation of forward_context::forward() once installed with set_observer(). Without
+// an observer forward() takes no timestamps (one null test per operation). forward_batch() is not observed.
+class forward_observer {
+public:
+    virtual ~forward_observer() = default;
+    virtual void on_op(const op_event& e) = 0;
+};
+
 struct model_options {
     load_options load;    // mmap / no-mmap / mlock / prefault
     bool repack = false;  // let the CPU kernels build interleaved layouts at load
@@ -62,6 +83,7 @@ public:
     uint32_t n_ctx() const;
     void truncate(uint32_t n_tokens);  // forget positions >= n_tokens (keeps the common prefix)
     const kv_cache& cache() const { return *kv_; }
+    void set_observer(forward_observer* o) { obs_ = o; }  // nullptr: off (default)
 
     // Continuous batching: appends tokens[i] to ctxs[i] (each at its own position) in one pass, so every weight
     // matrix is read once for all sequences (matmul with n_tok = ctxs.size()) while attention stays per sequence.
@@ -74,6 +96,7 @@ private:
     thread_pool& pool_;
     std::unique_ptr<kv_cache> kv_;
     std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, gate_, up_, logits_;
+    forward_observer* obs_ = nullptr;
 };
 
 }  // namespace memtile

@@ -1,0 +1,48 @@
+#include "observe/backends.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "backends/cpu/cpu-isa.h"
+
+namespace memtile {
+namespace {
+
+backend_status cpu_backend() {
+    backend_status s{"cpu", true, true, ""};
+    std::string paths;
+    for (const auto i : cpu::all_isas())
+        if (cpu::isa_supported(i)) paths += std::string(paths.empty() ? "" : ", ") + std::string(cpu::isa_name(i));
+    s.detail = fmt::format("active kernels: {}; usable here: {}", cpu::isa_name(cpu::active_isa()), paths);
+    return s;
+}
+
+backend_status cuda_backend() {
+#if defined(MEMTILE_HAVE_CUDA)
+    const bool compiled = true;
+#else
+    const bool compiled = false;
+#endif
+    std::error_code ec;
+    // The NVIDIA kernel driver lists one folder per GPU here; /dev/nvidia0 exists where the driver is loaded.
+    bool present = std::filesystem::exists("/dev/nvidia0", ec);
+    if (std::filesystem::is_directory("/proc/driver/nvidia/gpus", ec))
+        present = present || !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec);
+    const std::string detail =
+        present ? (compiled ? "NVIDIA GPU present" : "NVIDIA GPU present, but this binary has no CUDA backend")
+                : "no NVIDIA GPU found";
+    return {"cuda", compiled, present, detail};
+}
+
+}  // namespace
+
+std::vector<backend_status> list_backends() {
+    using probe = backend_status (*)();
+    static constexpr probe table[] = {cpu_backend, cuda_backend};
+    std::vector<backend_status> out;
+    for (const auto p : table) out.push_back(p());
+    return out;
+}
+
+}  // namespace memtile
