@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "models/transformer.h"
+#include "runtime/text-stream.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memtile {
@@ -13,18 +14,6 @@ using clock_type = std::chrono::steady_clock;
 
 double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string.
-size_t held_suffix(const std::string& text, const std::vector<std::string>& stops) {
-    size_t best = 0;
-    for (const auto& s : stops)
-        for (size_t k = std::min(s.size() - 1, text.size()); k > best; k--)
-            if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-                best = k;
-                break;
-            }
-    return best;
 }
 
 }  // namespace

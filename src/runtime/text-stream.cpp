@@ -6,9 +6,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace memtile {
-namespace {
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string.
 size_t held_suffix(const std::string& text, const std::vector<std::string>& stops) {
     size_t best = 0;
     for (const auto& s : stops)
@@ -19,8 +16,6 @@ size_t held_suffix(const std::string& text, const std::vector<std::string>& stop
             }
     return best;
 }
-
-}  // namespace
 
 text_stream::text_stream(const tokenizer& tok, const generate_options& o)
     : tok_(tok), o_(o), dec_(std::make_unique<stream_decoder>(tok)) {

@@ -17,6 +17,10 @@ namespace memtile {
 class tokenizer;
 class stream_decoder;
 
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: the bytes that must be
+// held back because a later token may complete a stop string.
+size_t held_suffix(const std::string& text, const std::vector<std::string>& stops);
+
 class text_stream {
 public:
     text_stream(const tokenizer& tok, const generate_options& o);
