@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "template/value.h"
 
 namespace memtile::jinja {
 
@@ -291,33 +292,13 @@ private:
                         if (!std::isxdigit(static_cast<unsigned char>(h))) error("bad escape", line_, col_);
                     char32_t cp = static_cast<char32_t>(std::stoul(hex, nullptr, 16));
                     if (cp > 0x10ffff) error("escape out of range", line_, col_);
-                    out += utf8_encode_one(cp);
+                    out += utf8_encode(std::u32string(1, cp));
                     advance_to(pos_ + n);
                     break;
                 }
                 default: out += '\\'; out += e;
             }
         }
-    }
-
-    static std::string utf8_encode_one(char32_t cp) {
-        std::string out;
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xc0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xe0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else {
-            out += static_cast<char>(0xf0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        }
-        return out;
     }
 };
 
