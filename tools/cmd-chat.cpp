@@ -45,7 +45,7 @@ public:
             if (f) std::fclose(f);
         }
         chat_prompt prompt(model->file(), tok, override_src);
-        thread_pool pool(model_.thread_count());
+        thread_pool pool(model_.thread_count(), model_.cpu_ids());
         forward_context ctx(*model, model_.context_for(model->config().n_ctx_train), model_.kv_dtype(), pool);
         sampler smp(sampling_.params());
         const bool tty = ::isatty(STDIN_FILENO) == 1;

@@ -77,7 +77,7 @@ public:
             if (prompt_ids_.empty() || !ids_) throw;
         }
         const auto& cfg = model->config();
-        thread_pool pool(model_.thread_count());
+        thread_pool pool(model_.thread_count(), model_.cpu_ids());
         forward_context ctx(*model, model_.context_for(cfg.n_ctx_train), model_.kv_dtype(), pool);
         const double load_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_load).count();
 

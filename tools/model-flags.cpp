@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "core/thread-pool.h"
 #include "runtime/default-model.h"
 
@@ -12,9 +13,12 @@ void model_flags::add(CLI::App* sub, bool with_threads) {
     sub->add_option("-c,--ctx", ctx, "Context length in tokens (default: min(training context, 4096))")
         ->check(CLI::Range(1u, 1u << 24));
     sub->add_option("--kv-type", kv_type, "KV-cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
-    if (with_threads)
+    if (with_threads) {
         sub->add_option("-t,--threads", threads, "Threads (default: physical performance cores)")
             ->check(CLI::Range(1, 1024));
+        sub->add_option("--cpu-mask", cpu_mask,
+                        "Pin thread i to the i-th CPU of this list, e.g. 0,2-3 (default threads: its length)");
+    }
     sub->add_flag("--no-mmap", no_mmap, "Read the model into memory instead of mapping it");
     sub->add_flag("--mlock", mlock, "Lock the model's pages in RAM");
     sub->add_flag("--prefault", prefault, "Touch every weight page before the first token");
@@ -50,7 +54,16 @@ uint32_t model_flags::context_for(uint32_t n_ctx_train) const {
 }
 
 int model_flags::thread_count() const {
-    return threads > 0 ? threads : thread_pool::default_threads();
+    if (threads > 0) return threads;
+    return cpu_mask.empty() ? thread_pool::default_threads() : int(cpu_ids().size());
+}
+
+std::vector<int> model_flags::cpu_ids() const {
+    if (cpu_mask.empty()) return {};
+    const std::vector<int> ids = thread_pool::parse_cpu_list(cpu_mask);
+    if (threads > 0 && int(ids.size()) < threads)
+        fail("cli", "--cpu-mask lists {} CPUs for {} threads", ids.size(), threads);
+    return ids;
 }
 
 }  // namespace memtile::cli

@@ -18,6 +18,7 @@ struct model_flags {
     int threads = 0;  // 0: physical cores
     bool no_mmap = false, mlock = false, prefault = false, hugepages = false;
     std::string repack = "off";
+    std::string cpu_mask;  // e.g. "0,2-3": pin thread i to the i-th CPU (empty: no pinning)
 
     void add(CLI::App* sub, bool with_threads = true);  // bench has its own -t (a list)
     std::string memory_mode() const;                    // "mmap", "no-mmap+prefault", ...
@@ -26,6 +27,7 @@ struct model_flags {
     dtype kv_dtype() const { return kv_type == "f32" ? dtype::f32 : dtype::f16; }
     uint32_t context_for(uint32_t n_ctx_train) const;
     int thread_count() const;
+    std::vector<int> cpu_ids() const;  // parsed --cpu-mask (empty when not given)
 };
 
 }  // namespace memtile::cli

@@ -1,5 +1,7 @@
 #include "core/thread-pool.h"
 
+#include "core/error.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -119,6 +121,35 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
         if (spins % 1024 == 1023) std::this_thread::yield();
     }
     if (error_) std::rethrow_exception(error_);
+}
+
+std::vector<int> thread_pool::parse_cpu_list(const std::string& list) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const bool know_allowed = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    std::vector<int> cpus;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t end = std::min(list.find(',', start), list.size());
+        const std::string item = list.substr(start, end - start);
+        // "N" or "N-M", digits only.
+        const size_t dash = item.find('-');
+        const std::string a = item.substr(0, dash), b = dash == std::string::npos ? a : item.substr(dash + 1);
+        auto number = [](const std::string& t) {
+            if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return -1;
+            return std::stoi(t);
+        };
+        const int lo = number(a), hi = number(b);
+        if (lo < 0 || hi < lo || hi >= CPU_SETSIZE)
+            fail("cpu", "--cpu-mask: '{}' is not a CPU id or range (expected e.g. 0,2-3)", item);
+        for (int c = lo; c <= hi; c++) {
+            if (know_allowed && !CPU_ISSET(c, &allowed)) fail("cpu", "--cpu-mask: CPU {} is not available here", c);
+            if (std::find(cpus.begin(), cpus.end(), c) != cpus.end()) fail("cpu", "--cpu-mask: CPU {} repeated", c);
+            cpus.push_back(c);
+        }
+        start = end + 1;
+    }
+    return cpus;
 }
 
 int thread_pool::default_threads() {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,9 @@ public:
     static int default_threads();
     // Pins the calling thread to one CPU; false when the OS refuses.
     static bool pin_current_thread(int cpu);
+    // Parses a CPU list such as "0,2-3" (ids this process may run on, no repeats): the --cpu-mask syntax.
+    // Throws memtile::error naming the bad item.
+    static std::vector<int> parse_cpu_list(const std::string& list);
 
 private:
     void worker(int index);

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread-pool.h"
 
 using namespace memtile;
@@ -47,4 +48,19 @@ TEST(thread_pool, idle_workers_sleep_and_wake) {
     pool.parallel_for(10, [&](int, int64_t a, int64_t b) { sum += b - a; });
     EXPECT_EQ(sum.load(), 20);
     EXPECT_GE(thread_pool::default_threads(), 1);
+}
+
+TEST(thread_pool, cpu_lists_parse_and_reject_bad_items) {
+    EXPECT_EQ(thread_pool::parse_cpu_list("0"), std::vector<int>({0}));
+    if (thread_pool::default_threads() >= 2 || std::thread::hardware_concurrency() >= 2) {
+        EXPECT_EQ(thread_pool::parse_cpu_list("0-1"), std::vector<int>({0, 1}));
+        EXPECT_EQ(thread_pool::parse_cpu_list("1,0"), std::vector<int>({1, 0}));
+    }
+    for (const char* bad : {"", "a", "1-0", "0,0", "-1", "0-", "2x", "99999"})
+        EXPECT_THROW(thread_pool::parse_cpu_list(bad), memtile::error) << bad;
+    // A pinned pool still computes correctly.
+    thread_pool pool(1, {0});
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(10, [&](int, int64_t a, int64_t b) { sum += b - a; });
+    EXPECT_EQ(sum.load(), 10);
 }
