@@ -14,13 +14,12 @@
 #include "gguf/gguf-writer.h"
 #include "models/tensor-table.h"
 #include "quant/encode.h"
+#include "quant/tensor-stream.h"
 
 namespace memtile {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int64_t k_chunk_elems = int64_t(1) << 22;  // 16 MiB of f32 per chunk, whatever the model size
 
 // Where one GGUF tensor comes from: a checkpoint tensor (rows possibly permuted) or computed values.
 struct tensor_source {
@@ -199,36 +198,25 @@ hf_import_result import_hf(const std::string& dir, const std::string& out_path, 
 
     thread_pool pool(o.threads > 0 ? o.threads : thread_pool::default_threads());
     progress_bar bar(fmt::format("convert {} → {}", hc.hf_arch, file_type_name(o.type)), o.progress ? total : 0);
-    std::vector<float> f32;
-    std::vector<uint8_t> enc;
     for (size_t ti = 0; ti < specs.size(); ti++) {
         const auto& s = specs[ti];
         const auto& src = sources[ti];
         const int64_t row_len = int64_t(s.dims[0]);
         int64_t n_rows = 1;
         for (size_t d = 1; d < s.dims.size(); d++) n_rows *= int64_t(s.dims[d]);
-        const int64_t chunk_rows = std::max<int64_t>(1, k_chunk_elems / row_len);
-        const uint64_t rb = row_bytes(types[ti], uint64_t(row_len));
-        for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
-            const int64_t nr = std::min(chunk_rows, n_rows - r0);
-            f32.resize(size_t(nr * row_len));
-            enc.resize(size_t(uint64_t(nr) * rb));
-            pool.parallel_for(nr, [&](int, int64_t a, int64_t b) {
-                for (int64_t i = a; i < b; i++) {
-                    float* dst = f32.data() + i * row_len;
-                    if (src.values) {
-                        std::copy(src.values->begin(), src.values->end(), dst);
-                        continue;
-                    }
-                    const uint64_t row = uint64_t(r0 + i);
-                    const uint64_t from = src.permute ? llama_qk_source_row(row, c.head_dim) : row;
-                    src.st->to_f32(from * uint64_t(row_len), uint64_t(row_len), dst);
+        auto fill = [&](int, int64_t row0, int64_t n, float* out) {
+            for (int64_t i = 0; i < n; i++) {
+                float* dst = out + i * row_len;
+                if (src.values) {
+                    std::copy(src.values->begin(), src.values->end(), dst);
+                    continue;
                 }
-                encode_rows(types[ti], f32.data() + a * row_len, enc.data() + uint64_t(a) * rb, b - a, row_len);
-            });
-            w.write_tensor_data(enc);
-            if (o.progress) bar.advance(enc.size());
-        }
+                const uint64_t row = uint64_t(row0 + i);
+                const uint64_t from = src.permute ? llama_qk_source_row(row, c.head_dim) : row;
+                src.st->to_f32(from * uint64_t(row_len), uint64_t(row_len), dst);
+            }
+        };
+        write_encoded_tensor(w, types[ti], n_rows, row_len, pool, fill, {}, o.progress ? &bar : nullptr);
     }
     w.finish();
     bar.finish();

@@ -15,13 +15,10 @@
 #include "models/tensor-table.h"
 #include "quant/encode.h"
 #include "quant/quant.h"
+#include "quant/tensor-stream.h"
 
 namespace memtile {
-namespace {
-
-constexpr int64_t k_chunk_elems = int64_t(1) << 22;  // 16 MiB of f32 per chunk
-
-}  // namespace
+namespace {}  // namespace
 
 quantize_result quantize_model(const std::string& in_path, const std::string& out_path, const quantize_options& o) {
     if (!file_type_writable(o.type))
@@ -63,40 +60,34 @@ quantize_result quantize_model(const std::string& in_path, const std::string& ou
 
     thread_pool pool(o.threads > 0 ? o.threads : thread_pool::default_threads());
     progress_bar bar(fmt::format("quantize {}", file_type_name(o.type)), o.progress ? total : 0);
-    std::vector<float> f32, back;
-    std::vector<uint8_t> enc;
-    // Per-thread sums (sum x^2, sum (q - x)^2), merged after each tensor so the result does not depend on timing.
-    std::vector<std::array<double, 2>> sums(size_t(pool.size()));
+    // Per-row sums (sum x^2, sum (q - x)^2), added in row order after each tensor, so the result does not depend
+    // on which thread took which rows.
+    std::vector<std::array<double, 2>> sums;
+    std::vector<std::vector<float>> back(size_t(pool.size()));  // per-thread dequantized rows
     for (size_t ti = 0; ti < g->tensors().size(); ti++) {
         const auto& t = g->tensors()[ti];
         const dtype to = types[ti];
         const int64_t row_len = int64_t(t.dims[0]);
-        const int64_t n_rows = int64_t(t.n_rows());
-        const int64_t chunk_rows = std::max<int64_t>(1, k_chunk_elems / std::max<int64_t>(row_len, 1));
-        const uint64_t in_rb = t.row_size(), out_rb = row_bytes(to, uint64_t(row_len));
-        std::fill(sums.begin(), sums.end(), std::array<double, 2>{0, 0});
-        for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
-            const int64_t nr = std::min(chunk_rows, n_rows - r0);
-            f32.resize(size_t(nr * row_len));
-            back.resize(f32.size());
-            enc.resize(size_t(uint64_t(nr) * out_rb));
-            pool.parallel_for(nr, [&](int th, int64_t a, int64_t b) {
-                const float* x = f32.data() + a * row_len;
-                dequantize_rows(t.type, t.data + uint64_t(r0 + a) * in_rb, f32.data() + a * row_len, b - a, row_len);
-                encode_rows(to, x, enc.data() + uint64_t(a) * out_rb, b - a, row_len);
-                dequantize_rows(to, enc.data() + uint64_t(a) * out_rb, back.data() + a * row_len, b - a, row_len);
+        const uint64_t in_rb = t.row_size();
+        sums.assign(size_t(t.n_rows()), std::array<double, 2>{0, 0});
+        auto fill = [&](int, int64_t row0, int64_t n, float* dst) {
+            dequantize_rows(t.type, t.data + uint64_t(row0) * in_rb, dst, n, row_len);
+        };
+        auto measure = [&](int th, int64_t row0, int64_t n, const float* x, const uint8_t* enc) {
+            auto& y = back[size_t(th)];
+            y.resize(size_t(n * row_len));
+            dequantize_rows(to, enc, y.data(), n, row_len);
+            for (int64_t r = 0; r < n; r++) {
                 double sx = 0, se = 0;
-                for (int64_t i = 0; i < (b - a) * row_len; i++) {
-                    const double d = double(back[size_t(a * row_len + i)]) - double(x[i]);
+                for (int64_t i = r * row_len; i < (r + 1) * row_len; i++) {
+                    const double d = double(y[size_t(i)]) - double(x[i]);
                     sx += double(x[i]) * double(x[i]);
                     se += d * d;
                 }
-                sums[size_t(th)][0] += sx;
-                sums[size_t(th)][1] += se;
-            });
-            w.write_tensor_data(enc);
-            if (o.progress) bar.advance(enc.size());
-        }
+                sums[size_t(row0 + r)] = {sx, se};
+            }
+        };
+        write_encoded_tensor(w, to, int64_t(t.n_rows()), row_len, pool, fill, measure, o.progress ? &bar : nullptr);
         double sx = 0, se = 0;
         for (const auto& s : sums) sx += s[0], se += s[1];
         const double n = double(std::max<uint64_t>(t.n_elems, 1));

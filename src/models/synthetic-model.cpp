@@ -15,12 +15,12 @@
 #include "models/vocab-metadata.h"
 #include "quant/encode.h"
 #include "quant/quant.h"
+#include "quant/tensor-stream.h"
 
 namespace memtile {
 namespace {
 
 constexpr float k_weight_std = 0.02f;
-constexpr int64_t k_chunk_elems = int64_t(1) << 22;  // 16 MiB of f32 per chunk
 
 uint64_t row_seed(uint64_t seed, uint64_t tensor, uint64_t row) {
     uint64_t s = seed ^ (tensor * 0x9e3779b97f4a7c15ull);
@@ -94,26 +94,15 @@ synthetic_result write_synthetic_model(const synthetic_options& o, const std::st
 
     thread_pool pool(o.threads > 0 ? o.threads : thread_pool::default_threads());
     progress_bar bar(fmt::format("gen {} {}", preset.name, file_type_name(o.type)), o.progress ? total : 0);
-    std::vector<float> f32;
-    std::vector<uint8_t> enc;
     for (size_t ti = 0; ti < specs.size(); ti++) {
         const auto& s = specs[ti];
         const int64_t row_len = int64_t(s.dims[0]);
         int64_t n_rows = 1;
         for (size_t d = 1; d < s.dims.size(); d++) n_rows *= int64_t(s.dims[d]);
-        const int64_t chunk_rows = std::max<int64_t>(1, k_chunk_elems / row_len);
-        const uint64_t rb = row_bytes(types[ti], uint64_t(row_len));
-        for (int64_t r0 = 0; r0 < n_rows; r0 += chunk_rows) {
-            const int64_t nr = std::min(chunk_rows, n_rows - r0);
-            f32.resize(size_t(nr * row_len));
-            enc.resize(size_t(uint64_t(nr) * rb));
-            pool.parallel_for(nr, [&](int, int64_t a, int64_t b) {
-                fill_rows(s, preset, o.seed, ti, r0 + a, b - a, row_len, f32.data() + a * row_len);
-                encode_rows(types[ti], f32.data() + a * row_len, enc.data() + uint64_t(a) * rb, b - a, row_len);
-            });
-            w.write_tensor_data(enc);
-            if (o.progress) bar.advance(enc.size());
-        }
+        write_encoded_tensor(
+            w, types[ti], n_rows, row_len, pool,
+            [&](int, int64_t row0, int64_t n, float* dst) { fill_rows(s, preset, o.seed, ti, row0, n, row_len, dst); },
+            {}, o.progress ? &bar : nullptr);
     }
     w.finish();
     bar.finish();
