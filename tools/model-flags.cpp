@@ -59,7 +59,7 @@ int model_flags::thread_count() const {
 }
 
 std::vector<int> model_flags::cpu_ids() const {
-    if (cpu_mask.empty()) return {};
+    if (cpu_mask.empty()) return thread_pool::default_cpus(thread_count());
     const std::vector<int> ids = thread_pool::parse_cpu_list(cpu_mask);
     if (threads > 0 && int(ids.size()) < threads)
         fail("cli", "--cpu-mask lists {} CPUs for {} threads", ids.size(), threads);

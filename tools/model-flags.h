@@ -27,7 +27,7 @@ struct model_flags {
     dtype kv_dtype() const { return kv_type == "f32" ? dtype::f32 : dtype::f16; }
     uint32_t context_for(uint32_t n_ctx_train) const;
     int thread_count() const;
-    std::vector<int> cpu_ids() const;  // parsed --cpu-mask (empty when not given)
+    std::vector<int> cpu_ids() const;  // parsed --cpu-mask, else thread_pool::default_cpus (may be empty)
 };
 
 }  // namespace memtile::cli

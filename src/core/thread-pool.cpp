@@ -1,13 +1,12 @@
 #include "core/thread-pool.h"
 
+#include "core/cpu-topology.h"
 #include "core/error.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <set>
 #include <string>
 
 #if defined(__x86_64__)
@@ -153,23 +152,17 @@ std::vector<int> thread_pool::parse_cpu_list(const std::string& list) {
 }
 
 int thread_pool::default_threads() {
-    // Physical cores among the CPUs this process may run on (SMT siblings counted once).
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return int(std::thread::hardware_concurrency());
-    std::set<std::string> cores;
-    int cpus = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &set)) continue;
-        cpus++;
-        std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/core_cpus_list");
-        std::string s;
-        if (f && std::getline(f, s))
-            cores.insert(s);
-        else
-            cores.insert("cpu" + std::to_string(cpu));
-    }
-    return cores.empty() ? (cpus ? cpus : 1) : int(cores.size());
+    return std::max(1, this_machine_topology().performance_cores());
+}
+
+std::vector<int> thread_pool::default_cpus(int n_threads) {
+    // Uniform machines are left to the scheduler; on hybrid parts the threads are kept off efficiency cores,
+    // whose slower chunks every parallel_for would wait for.
+    const cpu_topology& t = this_machine_topology();
+    std::vector<int> cpus = t.hybrid ? t.performance_cpus() : std::vector<int>{};
+    if (int(cpus.size()) < n_threads) return {};
+    cpus.resize(size_t(n_threads));
+    return cpus;
 }
 
 }  // namespace memtile

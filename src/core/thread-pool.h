@@ -35,8 +35,11 @@ public:
     // Exceptions thrown by fn are rethrown here (the first one). Not reentrant: call from one thread.
     void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
-    // Number of physical cores available to this process (default thread count).
+    // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
     static int default_threads();
+    // Where n_threads threads are pinned when the user gives no --cpu-mask: one performance core each on a
+    // hybrid CPU (when there are enough), else nowhere (empty).
+    static std::vector<int> default_cpus(int n_threads);
     // Pins the calling thread to one CPU; false when the OS refuses.
     static bool pin_current_thread(int cpu);
     // Parses a CPU list such as "0,2-3" (ids this process may run on, no repeats): the --cpu-mask syntax.

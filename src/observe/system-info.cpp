@@ -180,28 +180,6 @@ std::string parse_bracketed_choice(std::string_view text) {
     return std::string(text.substr(a + 1, b - a - 1));
 }
 
-std::vector<int> parse_cpu_list(std::string_view text) {
-    std::vector<int> out;
-    text = trim(text);
-    size_t pos = 0;
-    while (pos <= text.size() && !text.empty()) {
-        size_t end = text.find(',', pos);
-        if (end == std::string_view::npos) end = text.size();
-        const std::string_view part = trim(text.substr(pos, end - pos));
-        pos = end + 1;
-        const size_t dash = part.find('-');
-        if (dash == std::string_view::npos) {
-            if (auto v = to_number<int>(part)) out.push_back(*v);
-        } else {
-            auto a = to_number<int>(part.substr(0, dash)), b = to_number<int>(part.substr(dash + 1));
-            if (a && b && *a <= *b && *b - *a < 65536)
-                for (int i = *a; i <= *b; i++) out.push_back(i);
-        }
-        if (end == text.size()) break;
-    }
-    return out;
-}
-
 std::optional<uint64_t> parse_size_suffix(std::string_view text) {
     text = trim(text);
     if (text.empty()) return std::nullopt;

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cpu-topology.h"  // parse_cpu_list
+
 namespace memtile {
 
 // Whole file as text (small /proc and /sys files); nullopt when it cannot be read.
@@ -37,9 +39,6 @@ meminfo_summary parse_meminfo(std::string_view text);
 
 // "always [madvise] never" -> "madvise"; "" when no bracketed choice.
 std::string parse_bracketed_choice(std::string_view text);
-
-// "0-3,8,10-11" -> {0,1,2,3,8,10,11}; malformed parts are skipped.
-std::vector<int> parse_cpu_list(std::string_view text);
 
 // "32K", "2048K", "32M", "1234" -> bytes; nullopt when malformed.
 std::optional<uint64_t> parse_size_suffix(std::string_view text);
