@@ -81,7 +81,12 @@ model_host::model_host(std::string name, const std::string& path, const host_opt
     : name_(std::move(name)), opts_(o) {
     model_ = transformer::load(path, o.model);
     tok_ = tokenizer::from_gguf(model_->file());
-    pool_ = std::make_unique<thread_pool>(o.threads > 0 ? o.threads : thread_pool::default_threads());
+    const int threads = o.threads > 0    ? o.threads
+                        : o.cpus.empty() ? thread_pool::default_threads()
+                                         : int(o.cpus.size());
+    if (!o.cpus.empty() && int(o.cpus.size()) < threads)
+        fail("serve", "--cpu-mask lists {} CPUs for {} threads", o.cpus.size(), threads);
+    pool_ = std::make_unique<thread_pool>(threads, o.cpus.empty() ? thread_pool::default_cpus(threads) : o.cpus);
     if (!o.template_file.empty()) {
         std::ifstream f(o.template_file, std::ios::binary);
         if (!f) fail("serve", "cannot open chat template file {}", o.template_file);

@@ -78,7 +78,8 @@ struct host_options {
     int n_slots = 4;
     int max_queue = 64;
     dtype kv_type = dtype::f16;
-    int threads = 0;
+    int threads = 0;                // 0: thread_pool::default_threads(), or the length of cpus
+    std::vector<int> cpus;          // pin compute thread i to cpus[i] (--cpu-mask); empty: default placement
     std::string template_file;      // overrides tokenizer.chat_template
     double peak_bandwidth_gbs = 0;  // for the roofline metric; 0: not reported
     int default_n_predict = -1;     // tokens to generate when a request sets no limit; -1: until the context is full

@@ -78,7 +78,8 @@ std::string huge_page_note(const mapped_file& f) {
     return fmt::format("thp: {} of {} MiB in 2 MiB pages", *huge >> 20, (f.size() + (1 << 20) - 1) >> 20);
 }
 
-void cold_start_report(const std::string& path, const model_flags& flags, int threads, FILE* out) {
+void cold_start_report(const std::string& path, const model_flags& flags, int threads, const std::vector<int>& cpus,
+                       FILE* out) {
     fmt::print(out, "cold start: {} dropped from the page cache (posix_fadvise DONTNEED) before each load\n", path);
     fmt::print(out, "| load | cached before | load ms | first token ms | total ms | major faults | minor faults |\n");
     fmt::print(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -90,7 +91,7 @@ void cold_start_report(const std::string& path, const model_flags& flags, int th
         const fault_counts f0 = faults_now();
         const auto t0 = clock_type::now();
         auto model = transformer::load(path, f.options());
-        thread_pool pool(threads);
+        thread_pool pool(threads, cpus);
         forward_context ctx(*model, 8, f.kv_dtype(), pool);
         const double load_ms = ms_since(t0);
         const int32_t tok = 1 % int32_t(model->config().n_vocab);
@@ -109,7 +110,7 @@ void cold_start_report(const std::string& path, const model_flags& flags, int th
 }
 
 void run_soak(const transformer& model, const soak_options& o) {
-    thread_pool pool(o.threads);
+    thread_pool pool(o.threads, o.cpus);
     forward_context ctx(model, o.n_ctx, o.kv_type, pool);
     std::vector<soak_sample> samples;
     fmt::print(stderr, "[soak] {} s of decode with {} thread{}, context {} (emptied when full)\n", o.seconds, o.threads,

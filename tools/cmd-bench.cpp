@@ -1,5 +1,5 @@
-// memtile bench -m MODEL [-p 64,512] [-n 128] [-t 1,2] [-r 3] [--md|--csv|--json] [--svg FILE] [--profile]
-//               [--cold] [--soak SECONDS] [--perf] [memory modes]
+// memtile bench -m MODEL [-p 64,512] [-n 128] [-t 1,2] [--cpu-mask LIST] [-r 3] [--md|--csv|--json] [--svg FILE]
+//               [--profile] [--cold] [--soak SECONDS] [--perf] [--device cpu|cuda] [memory modes]
 // llama-bench-like throughput rows, each with the bytes it must move per token and how close that comes to
 // the machine's measured bandwidth (the roofline). See docs/observability.md.
 #include <fmt/core.h>
@@ -65,6 +65,9 @@ public:
         sub->add_option("-t,--threads", threads_, "Thread counts (comma-separated; default: physical cores)")
             ->delimiter(',')
             ->check(CLI::Range(1, 1024));
+        sub->add_option(
+            "--cpu-mask", cpu_mask_,
+            "Pin thread i to the i-th CPU of this list, e.g. 0,2-3 (each thread count uses its first CPUs)");
         sub->add_option("-r,--repetitions", reps_, "Repetitions per test")->check(CLI::Range(1, 1000));
         auto* md = sub->add_flag("--md", md_, "Markdown table (default)");
         auto* csv = sub->add_flag("--csv", csv_, "CSV rows");
@@ -77,21 +80,39 @@ public:
         sub->add_option("--soak", soak_s_, "Decode continuously for SECONDS, sampling once a second")
             ->check(CLI::Range(1, 86400));
         sub->add_flag("--perf", perf_, "Hardware/software event counters per token (perf_event_open)");
+        sub->add_option("--device", device_, "cpu, or cuda (roofline against the GPU's HBM read probed in the run)")
+            ->check(CLI::IsMember({"cpu", "cuda"}));
         return sub;
     }
 
     int run() override {
+        if (device_ == "cuda") {
+            if (perf_ || cold_ || soak_s_ > 0 || profile_ || csv_ || !svg_.empty() || !threads_.empty() ||
+                !cpu_mask_.empty())
+                fail("bench", "--device cuda takes -m, -p, -n, -r, -c, --json and memory modes only");
+            std::erase(prompts_, 0);
+            std::erase(gens_, 0);
+            return run_cuda_bench(
+                {model_.model_path(), model_.options().load, prompts_, gens_, reps_, model_.ctx, json_});
+        }
         // Counters first: they must exist before the worker threads so that the threads inherit them.
         std::unique_ptr<perf_counters> counters;
         if (perf_) counters = std::make_unique<perf_counters>();
-        if (threads_.empty()) threads_.push_back(thread_pool::default_threads());
+        const std::vector<int> mask = cpu_mask_.empty() ? std::vector<int>{} : thread_pool::parse_cpu_list(cpu_mask_);
+        if (threads_.empty()) threads_.push_back(mask.empty() ? thread_pool::default_threads() : int(mask.size()));
+        // Pinning per thread count: the first t CPUs of --cpu-mask, else the default placement.
+        const auto cpus_for = [&mask](int t) {
+            if (mask.empty()) return thread_pool::default_cpus(t);
+            if (int(mask.size()) < t) fail("bench", "--cpu-mask lists {} CPUs for {} threads", mask.size(), t);
+            return std::vector<int>(mask.begin(), mask.begin() + t);
+        };
         std::erase(prompts_, 0);
         std::erase(gens_, 0);
         const std::string path = model_.model_path();
         const auto prof = load_machine_profile();
 
         if (cold_) {
-            cold_start_report(path, model_, threads_.front(), json_ ? stderr : stdout);
+            cold_start_report(path, model_, threads_.front(), cpus_for(threads_.front()), json_ ? stderr : stdout);
             if (prompts_.empty() && gens_.empty() && soak_s_ == 0) return 0;
         }
 
@@ -106,6 +127,7 @@ public:
             soak_options so;
             so.seconds = soak_s_;
             so.threads = threads_.front();
+            so.cpus = cpus_for(so.threads);
             so.n_ctx = model_.ctx ? model_.ctx : std::min<uint32_t>(model->config().n_ctx_train, 512);
             so.kv_type = model_.kv_dtype();
             so.svg_path = svg_;
@@ -122,7 +144,7 @@ public:
         std::vector<bench_row> rows;
         std::vector<std::string> profile_text;
         for (int t : threads_) {
-            thread_pool pool(t);
+            thread_pool pool(t, cpus_for(t));
             forward_context ctx(*model, n_ctx, model_.kv_dtype(), pool);
             const double available = prof ? prof->read_gbps_for(t) : fallback_gbps(t);
             auto base_row = [&](const std::string& test) {
@@ -396,6 +418,7 @@ private:
     }
 
     model_flags model_;
+    std::string cpu_mask_, device_ = "cpu";
     std::vector<int> prompts_{512}, gens_{128}, threads_;
     int reps_ = 3;
     bool md_ = false, csv_ = false, json_ = false, profile_ = false, cold_ = false, perf_ = false;

@@ -59,7 +59,12 @@ public:
         sub->add_option("--keep-alive", keep_alive_s_, "Seconds an idle --models-dir model stays loaded")
             ->capture_default_str();
         sub->add_option("--kv-type", kv_type_, "KV-cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
-        sub->add_option("-t,--threads", host_.threads, "Compute threads (default: physical cores)");
+        sub->add_option("-t,--threads", host_.threads, "Compute threads (default: physical performance cores)")
+            ->check(CLI::Range(1, 1024));
+        sub->add_option("--cpu-mask", cpu_mask_,
+                        "Pin compute thread i to the i-th CPU of this list, e.g. 0,2-3 (default threads: its length)");
+        sub->add_option("--repack", repack_, "Repack weights into interleaved tiles at load: on or off")
+            ->check(CLI::IsMember({"on", "off"}));
         sub->add_option("--chat-template-file", host_.template_file, "Jinja chat template overriding the model's")
             ->check(CLI::ExistingFile);
         sub->add_option("--max-body", max_body_mb_, "Largest request body in MiB (413 above)")->capture_default_str();
@@ -82,13 +87,16 @@ public:
         host_.kv_type = kv_type_ == "f32" ? dtype::f32 : dtype::f16;
         server_.max_body = size_t(max_body_mb_) << 20;
         host_.model.load.use_mmap = !no_mmap_;
+        host_.model.repack = repack_ == "on";
+        if (!cpu_mask_.empty()) host_.cpus = thread_pool::parse_cpu_list(cpu_mask_);
         // Roofline peak: --mem-bandwidth, else the machine profile of memtile probe, else a copy measured now.
         std::string peak_source =
             host_.peak_bandwidth_gbs > 0 ? "--mem-bandwidth" : "measured copy speed; run memtile probe for a profile";
         if (host_.peak_bandwidth_gbs <= 0)
             if (const auto prof = load_machine_profile()) {
-                host_.peak_bandwidth_gbs =
-                    prof->read_gbps_for(host_.threads > 0 ? host_.threads : thread_pool::default_threads());
+                host_.peak_bandwidth_gbs = prof->read_gbps_for(host_.threads > 0    ? host_.threads
+                                                               : host_.cpus.empty() ? thread_pool::default_threads()
+                                                                                    : int(host_.cpus.size()));
                 peak_source = "machine profile " + prof->path;
             }
         if (server_.http_threads < host_.n_slots + 8)
@@ -148,7 +156,7 @@ public:
 
 private:
     std::vector<std::string> models_, aliases_;
-    std::string models_dir_, kv_type_ = "f16";
+    std::string models_dir_, kv_type_ = "f16", cpu_mask_, repack_ = "off";
     double keep_alive_s_ = 300;
     int max_body_mb_ = 32;
     bool no_mmap_ = false;
