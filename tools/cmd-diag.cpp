@@ -77,7 +77,8 @@ public:
             fmt::print("GPU        {}: {:.0f} MiB, SM clock {:.0f} / {:.0f} MHz\n", g.name,
                        g.memory_total_mib.value_or(0), g.sm_clock_mhz.value_or(0), g.max_sm_clock_mhz.value_or(0));
         for (const auto& b : d.backends)
-            fmt::print("backend    {:<5} {}{}\n", b.name, b.compiled ? "compiled in" : "not compiled in",
+            fmt::print("backend    {:<5} {}, {}{}\n", b.name, b.compiled ? "compiled in" : "not compiled in",
+                       b.device_present ? "usable device here" : "no usable device",
                        b.detail.empty() ? "" : " (" + b.detail + ")");
         if (d.profile)
             fmt::print("probe      {:.2f} GB/s sequential read with 1 thread, {:.2f} GB/s with {} ({}, {})\n",

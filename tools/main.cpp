@@ -8,11 +8,18 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "observe/backends.h"
 
 int main(int argc, char** argv) {
     using namespace memtile::cli;
     CLI::App app{"memtile: run large language models at the speed the memory system allows"};
-    app.set_version_flag("--version", std::string("memtile ") + MEMTILE_VERSION);
+    app.set_version_flag("--version", [] {
+        std::string v = std::string("memtile ") + MEMTILE_VERSION + "\nbackends:";
+        for (const auto& b : memtile::list_backends())
+            v += fmt::format("\n  {:<5} {:<15} {}: {}", b.name, b.compiled ? "compiled in" : "not compiled in",
+                             b.device_present ? "device present" : "no usable device", b.detail);
+        return v;
+    });
     app.require_subcommand(1);
 
     std::vector<std::pair<CLI::App*, std::unique_ptr<command>>> cmds;

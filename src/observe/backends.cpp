@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "backends/cpu/cpu-isa.h"
+#include "backends/cuda/cuda-backend.h"
 
 namespace memtile {
 namespace {
@@ -19,20 +20,19 @@ backend_status cpu_backend() {
 }
 
 backend_status cuda_backend() {
-#if defined(MEMTILE_HAVE_CUDA)
-    const bool compiled = true;
-#else
-    const bool compiled = false;
-#endif
+    if (cuda::compiled()) {
+        // The runtime's own answer: a driver, a device of a supported architecture, memory to create a context.
+        const bool usable = cuda::device_count() > 0;
+        return {"cuda", true, usable, cuda::device_description()};
+    }
     std::error_code ec;
     // The NVIDIA kernel driver lists one folder per GPU here; /dev/nvidia0 exists where the driver is loaded.
     bool present = std::filesystem::exists("/dev/nvidia0", ec);
     if (std::filesystem::is_directory("/proc/driver/nvidia/gpus", ec))
         present = present || !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec);
-    const std::string detail =
-        present ? (compiled ? "NVIDIA GPU present" : "NVIDIA GPU present, but this binary has no CUDA backend")
-                : "no NVIDIA GPU found";
-    return {"cuda", compiled, present, detail};
+    return {
+        "cuda", false, present,
+        present ? "NVIDIA GPU present, but this binary has no CUDA backend" : "not compiled in, no NVIDIA GPU found"};
 }
 
 }  // namespace

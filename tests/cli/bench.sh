@@ -88,4 +88,26 @@ assert d["backends"][0]["name"] == "cpu" and d["backends"][0]["compiled"]
 assert d["cpu"]["logical_cpus"] >= 1
 PY
 "$memtile" diag | grep -q "^probe .*11.00 GB/s" || fail "diag text lacks the probe line"
+"$memtile" diag | grep -q "^backend    cuda  \(not \)\?compiled in, \(usable device here\|no usable device\)" ||
+  fail "diag text lacks the cuda backend line"
+"$memtile" --version > "$tmp/version.txt"
+grep -q "^  cpu   compiled in .*device present" "$tmp/version.txt" || fail "--version: cpu backend"
+grep -q "^  cuda " "$tmp/version.txt" || fail "--version: cuda backend"
+
+# Pinning: a valid mask runs, a bad or short one is an error naming the problem.
+"$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 1 -r 1 --cpu-mask 0 --json > /dev/null || fail "bench --cpu-mask 0"
+expect_error() {  # expected message, then the command
+  local want=$1; shift
+  if out=$("$@" 2>&1); then fail "no error from: $* ($out)"; fi
+  echo "$out" | grep -q "$want" || fail "unexpected error from $*: $out"
+}
+expect_error "not a CPU id" "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 1 --cpu-mask x
+expect_error "lists 1 CPUs for 2 threads" "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 2 --cpu-mask 0
+
+# Without a usable GPU the CUDA verbs say why instead of crashing (on a GPU machine they run).
+if ! grep -q "^  cuda .*device present" "$tmp/version.txt"; then
+  expect_error "cuda" "$memtile" probe --gpu
+  expect_error "cuda" "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 --device cuda
+fi
+expect_error "takes -m" "$memtile" bench -m "$tmp/m.gguf" -n 4 --device cuda --soak 3
 echo "bench: ok"
