@@ -80,13 +80,12 @@ public:
         sub->add_option("--soak", soak_s_, "Decode continuously for SECONDS, sampling once a second")
             ->check(CLI::Range(1, 86400));
         sub->add_flag("--perf", perf_, "Hardware/software event counters per token (perf_event_open)");
-        sub->add_option("--device", device_, "cpu, or cuda (roofline against the GPU's HBM read probed in the run)")
-            ->check(CLI::IsMember({"cpu", "cuda"}));
+        model_.add_device(sub);
         return sub;
     }
 
     int run() override {
-        if (device_ == "cuda") {
+        if (model_.device == "cuda") {
             if (perf_ || cold_ || soak_s_ > 0 || profile_ || csv_ || !svg_.empty() || !threads_.empty() ||
                 !cpu_mask_.empty())
                 fail("bench", "--device cuda takes -m, -p, -n, -r, -c, --json and memory modes only");
@@ -418,7 +417,7 @@ private:
     }
 
     model_flags model_;
-    std::string cpu_mask_, device_ = "cpu";
+    std::string cpu_mask_;
     std::vector<int> prompts_{512}, gens_{128}, threads_;
     int reps_ = 3;
     bool md_ = false, csv_ = false, json_ = false, profile_ = false, cold_ = false, perf_ = false;

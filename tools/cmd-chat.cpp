@@ -9,9 +9,9 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "core/thread-pool.h"
 #include "model-flags.h"
 #include "runtime/chat-prompt.h"
+#include "runtime/executor.h"
 #include "runtime/generator.h"
 #include "sampling-flags.h"
 #include "tokenizer/tokenizer.h"
@@ -24,6 +24,7 @@ public:
     CLI::App* add(CLI::App& app) override {
         auto* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
         model_.add(sub);
+        model_.add_device(sub);
         sampling_.add(sub);
         sub->add_option("-s,--system", system_, "System prompt");
         sub->add_option("-n,--n-predict", gen_.n_predict, "Maximum tokens per reply")->capture_default_str();
@@ -34,8 +35,9 @@ public:
     }
 
     int run() override {
-        auto model = transformer::load(model_.model_path(), model_.options());
-        auto tok = tokenizer::from_gguf(model->file());
+        auto ex = executor::open(model_.model_path(), model_.executor_opts());
+        executor& ctx = *ex;
+        auto tok = tokenizer::from_gguf(ex->file());
         std::string override_src;
         if (!template_file_.empty()) {
             std::FILE* f = std::fopen(template_file_.c_str(), "rb");
@@ -44,9 +46,7 @@ public:
             while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) override_src.append(buf, n);
             if (f) std::fclose(f);
         }
-        chat_prompt prompt(model->file(), tok, override_src);
-        thread_pool pool(model_.thread_count(), model_.cpu_ids());
-        forward_context ctx(*model, model_.context_for(model->config().n_ctx_train), model_.kv_dtype(), pool);
+        chat_prompt prompt(ex->file(), tok, override_src);
         sampler smp(sampling_.params());
         const bool tty = ::isatty(STDIN_FILENO) == 1;
         if (tty && !prompt.model_has_template())

@@ -1,5 +1,5 @@
 // memtile run [-m MODEL] [-p PROMPT | -f FILE | --prompt-ids IDS] [-n N] [sampling flags] [--ids] [--verbose]
-//             [--device cpu|cuda]
+//             [--device cpu|cuda]: the same generation loop (sampling, stop strings, streaming) on either backend
 #include <fmt/core.h>
 
 #include <chrono>
@@ -7,7 +7,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/cuda/cuda-backend.h"
 #include "bench-extras.h"
 #include "commands.h"
 #include "core/error.h"
@@ -17,6 +16,7 @@
 #include "model-flags.h"
 #include "observe/machine-profile.h"
 #include "observe/memory-model.h"
+#include "runtime/executor.h"
 #include "runtime/generator.h"
 #include "sampling-flags.h"
 #include "tokenizer/tokenizer.h"
@@ -59,49 +59,28 @@ public:
         sub->add_flag("--parse-special", parse_special_, "Recognise special-token text in the prompt");
         sub->add_flag("--ids", ids_, "Print generated token ids, one per line, instead of text");
         sub->add_flag("-v,--verbose", verbose_, "Print load time, time to first token, prefill and decode speed");
-        sub->add_option("--device", device_, "Where to compute: cpu, or cuda (the GPU decode step)")
-            ->check(CLI::IsMember({"cpu", "cuda"}));
+        model_.add_device(sub);
         return sub;
     }
 
     int run() override {
-        if (device_ == "cuda") return run_cuda();
         using clock_type = std::chrono::steady_clock;
         const auto t_load = clock_type::now();
         const std::string path = model_.model_path();
-        auto model = transformer::load(path, model_.options());
+        auto ex = executor::open(path, model_.executor_opts());
         std::shared_ptr<const tokenizer> tok;
         try {
-            tok = tokenizer::from_gguf(model->file());
+            tok = tokenizer::from_gguf(ex->file());
         } catch (const error& e) {
             if (prompt_ids_.empty() || !ids_) throw;
         }
-        const auto& cfg = model->config();
-        thread_pool pool(model_.thread_count(), model_.cpu_ids());
-        forward_context ctx(*model, model_.context_for(cfg.n_ctx_train), model_.kv_dtype(), pool);
+        const auto& cfg = ex->config();
         const double load_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_load).count();
 
-        std::vector<int32_t> prompt;
-        if (!prompt_ids_.empty()) {
-            prompt = parse_ids(prompt_ids_);
-        } else {
-            std::string text = prompt_;
-            if (!prompt_file_.empty()) {
-                std::ifstream f(prompt_file_, std::ios::binary);
-                text.assign(std::istreambuf_iterator<char>(f), {});
-            }
-            tokenize_options to;
-            to.add_special = !no_bos_;
-            to.parse_special = parse_special_;
-            prompt = tok->tokenize(text, to);
-            if (prompt.empty()) {
-                if (tok->bos() < 0) fail("run", "empty prompt and the model has no BOS token to start from");
-                prompt.push_back(tok->bos());
-            }
-        }
-        if (prompt.size() > ctx.n_ctx())
+        const std::vector<int32_t> prompt = prompt_tokens(tok.get());
+        if (prompt.size() > ex->n_ctx())
             fail("run", "the prompt has {} tokens but the context holds {} (raise --ctx, up to the model's {})",
-                 prompt.size(), ctx.n_ctx(), cfg.n_ctx_train);
+                 prompt.size(), ex->n_ctx(), cfg.n_ctx_train);
 
         sampler smp(sampling_.params());
         auto on_text = [&](const std::string& piece, int32_t id) {
@@ -113,29 +92,33 @@ public:
             std::fflush(stdout);
             return true;
         };
-        generation_result r = generate(ctx, ids_ ? nullptr : tok.get(), smp, prompt, gen_, on_text);
+        generation_result r = generate(*ex, ids_ ? nullptr : tok.get(), smp, prompt, gen_, on_text);
         if (!ids_) fmt::print("\n");
         std::fflush(stdout);  // the text ends before the statistics on stderr
 
-        const memory_model mm = compute_memory_model(model->file(), model_.kv_dtype());
+        const memory_model mm = compute_memory_model(ex->file(), model_.kv_dtype());
         const double gbps = r.decode_tps() * double(mm.streamed_bytes_per_token) / 1e9;
         fmt::print(stderr, "[memtile] {} prompt tokens, {} generated ({}): decode {:.2f} tok/s, prefill {:.1f} tok/s\n",
                    r.n_prompt, r.tokens.size(), r.stop_reason, r.decode_tps(), r.prefill_tps());
         if (verbose_) {
-            fmt::print(stderr, "[memtile] model {} ({} {}, {} threads, ctx {}, KV {})\n", path, cfg.arch,
-                       format_bytes(mm.weight_bytes), pool.size(), ctx.n_ctx(), model_.kv_type);
+            fmt::print(stderr, "[memtile] model {} ({} {}, ctx {}, KV {}) on {}\n", path, cfg.arch,
+                       format_bytes(mm.weight_bytes), ex->n_ctx(), model_.kv_type, ex->describe());
             fmt::print(stderr,
                        "[memtile] load {:.1f} ms, time to first token {:.1f} ms, prefill {:.1f} ms, decode "
                        "{:.1f} ms\n",
                        load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
             fmt::print(stderr, "[memtile] {} streamed per token, {:.2f} GB/s achieved during decode\n",
                        format_bytes(mm.streamed_bytes_per_token), gbps);
-            const std::string huge = huge_page_note(model->file().file());
+            const std::string huge = huge_page_note(ex->file().file());
             fmt::print(stderr, "[memtile] memory mode {} ({})\n", model_.memory_mode(),
-                       huge.empty() ? model->file().file().memory_mode() : huge);
-            if (const auto prof = load_machine_profile())
+                       huge.empty() ? ex->file().file().memory_mode() : huge);
+            const int threads = ex->threads();
+            if (ex->device() != "cpu")
+                fmt::print(stderr, "[memtile] roofline: see memtile bench --device {} (probes the device)\n",
+                           ex->device());
+            else if (const auto prof = load_machine_profile())
                 fmt::print(stderr, "[memtile] roofline {:.1f} % of {:.2f} GB/s ({} threads, machine profile {})\n",
-                           gbps / prof->read_gbps_for(pool.size()) * 100, prof->read_gbps_for(pool.size()), pool.size(),
+                           gbps / prof->read_gbps_for(threads) * 100, prof->read_gbps_for(threads), threads,
                            prof->path);
             else
                 fmt::print(stderr, "[memtile] roofline unknown: run memtile probe to measure this machine\n");
@@ -162,57 +145,6 @@ private:
         return prompt;
     }
 
-    // The CUDA path: every token (prompt ones too) goes through the GPU decode step; sampling on the host
-    // logits with the same sampler as the CPU path.
-    int run_cuda() {
-        using clock_type = std::chrono::steady_clock;
-        cuda::require_device();
-        const std::string path = model_.model_path();
-        auto g = gguf_file::open(path, model_.options().load);
-        std::shared_ptr<const tokenizer> tok;
-        try {
-            tok = tokenizer::from_gguf(*g);
-        } catch (const error& e) {
-            if (prompt_ids_.empty() || !ids_) throw;
-        }
-        const model_config cfg = read_model_config(*g);
-        auto dec = cuda::decoder::load(g, model_.context_for(cfg.n_ctx_train));
-        const std::vector<int32_t> prompt = prompt_tokens(tok.get());
-        if (prompt.size() >= model_.context_for(cfg.n_ctx_train))
-            fail("run", "the prompt has {} tokens but the context holds {}", prompt.size(),
-                 model_.context_for(cfg.n_ctx_train));
-        sampler smp(sampling_.params());
-        std::span<const float> logits;
-        const auto t0 = clock_type::now();
-        for (int32_t t : prompt) {
-            smp.accept(t);
-            logits = dec->forward(t);
-        }
-        const auto t1 = clock_type::now();
-        int n_gen = 0;
-        for (; n_gen < gen_.n_predict && dec->used() < model_.context_for(cfg.n_ctx_train); n_gen++) {
-            const int32_t id = smp.sample(logits);
-            smp.accept(id);
-            if (tok && !gen_.ignore_eos && tok->is_eog(id)) break;
-            if (ids_)
-                fmt::print("{}\n", id);
-            else
-                fmt::print("{}", tok->token_to_piece(id));
-            std::fflush(stdout);
-            logits = dec->forward(id);
-        }
-        if (!ids_) fmt::print("\n");
-        const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-        const double decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
-        fmt::print(stderr,
-                   "[memtile] cuda: {} prompt tokens, {} generated: decode {:.2f} tok/s, prefill {:.1f} tok/s\n",
-                   prompt.size(), n_gen, decode_s > 0 ? n_gen / decode_s : 0.0,
-                   prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);
-        if (verbose_) fmt::print(stderr, "[memtile] {}: {}\n", cuda::device_description(), dec->summary());
-        return 0;
-    }
-
-    std::string device_ = "cpu";
     model_flags model_;
     sampling_flags sampling_;
     generate_options gen_;

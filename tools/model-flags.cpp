@@ -28,6 +28,22 @@ void model_flags::add(CLI::App* sub, bool with_threads) {
         ->check(CLI::IsMember({"on", "off"}));
 }
 
+void model_flags::add_device(CLI::App* sub) {
+    sub->add_option("--device", device, "Where to compute: cpu, or cuda (fails when the backend or a GPU is missing)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+executor_options model_flags::executor_opts() const {
+    executor_options o;
+    o.device = device;
+    o.n_ctx = ctx;
+    o.kv_type = kv_dtype();
+    o.threads = thread_count();
+    o.cpus = cpu_ids();
+    o.model = options();
+    return o;
+}
+
 std::string model_flags::model_path() const {
     return model.empty() ? default_model_path() : model;
 }

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "models/transformer.h"
+#include "runtime/executor.h"
 
 namespace memtile::cli {
 
@@ -19,11 +20,14 @@ struct model_flags {
     bool no_mmap = false, mlock = false, prefault = false, hugepages = false;
     std::string repack = "off";
     std::string cpu_mask;  // e.g. "0,2-3": pin thread i to the i-th CPU (empty: no pinning)
+    std::string device = "cpu";
 
     void add(CLI::App* sub, bool with_threads = true);  // bench has its own -t (a list)
+    void add_device(CLI::App* sub);                     // --device cpu|cuda
     std::string memory_mode() const;                    // "mmap", "no-mmap+prefault", ...
     std::string model_path() const;
     model_options options() const;
+    executor_options executor_opts() const;  // everything above, for executor::open
     dtype kv_dtype() const { return kv_type == "f32" ? dtype::f32 : dtype::f16; }
     uint32_t context_for(uint32_t n_ctx_train) const;
     int thread_count() const;

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "models/transformer.h"
+#include "runtime/executor.h"
 #include "runtime/text-stream.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,7 +18,7 @@ double ms_since(clock_type::time_point t) {
 
 }  // namespace
 
-generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
+generation_result generate(executor& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
                            const generate_options& o, const text_callback& on_text) {
     if (prompt.empty()) fail("generate", "empty prompt: at least one token (e.g. BOS) is needed");
     if (o.n_predict < 0) fail("generate", "n_predict must be >= 0 (got {})", o.n_predict);

@@ -13,7 +13,7 @@
 namespace memtile {
 
 class tokenizer;
-class forward_context;
+class executor;
 
 struct generate_options {
     int n_predict = 128;            // tokens to generate; 0 generates nothing (prefill only)
@@ -37,7 +37,7 @@ struct generation_result {
 using text_callback = std::function<bool(const std::string& piece, int32_t token)>;
 
 // Prompt tokens are appended to what the context already holds (multi-turn chat keeps its cache).
-generation_result generate(forward_context& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
+generation_result generate(executor& ctx, const tokenizer* tok, sampler& smp, const std::vector<int32_t>& prompt,
                            const generate_options& o, const text_callback& on_text);
 
 }  // namespace memtile

@@ -58,7 +58,8 @@ public:
     // trip) after `warmup` untimed steps, starting from an empty cache; returns seconds for the n steps.
     virtual double bench_decode(int n, int warmup, int32_t first_token) = 0;
     virtual uint32_t used() const = 0;
-    virtual void reset() = 0;  // empties the KV cache
+    virtual void reset() = 0;                      // empties the KV cache
+    virtual void truncate(uint32_t n_tokens) = 0;  // forgets positions >= n_tokens (later steps overwrite them)
     // Weight bytes read per decode step (every matrix once, one embedding row), excluding the KV cache.
     virtual uint64_t streamed_bytes_per_token() const = 0;
     virtual std::string summary() const = 0;  // tensor types and device memory, one line

@@ -139,6 +139,7 @@ public:
     const model_config& config() const override { return cfg_; }
     uint32_t used() const override { return used_; }
     void reset() override { used_ = 0; }
+    void truncate(uint32_t n) override { used_ = std::min(used_, n); }
     uint64_t streamed_bytes_per_token() const override { return streamed_; }
     std::string summary() const override {
         std::string types;

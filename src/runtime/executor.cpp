@@ -1,0 +1,98 @@
+#include "runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backends/cpu/cpu-isa.h"
+#include "backends/cuda/cuda-backend.h"
+#include "core/error.h"
+#include "core/thread-pool.h"
+#include "gguf/gguf-file.h"
+
+namespace memtile {
+namespace {
+
+uint32_t context_size(uint32_t requested, uint32_t n_ctx_train) {
+    return requested ? requested : std::min<uint32_t>(n_ctx_train, 4096);
+}
+
+class cpu_executor final : public executor {
+public:
+    cpu_executor(const std::string& path, const executor_options& o)
+        : model_(transformer::load(path, o.model)),
+          pool_(o.threads > 0    ? o.threads
+                : o.cpus.empty() ? thread_pool::default_threads()
+                                 : int(o.cpus.size()),
+                o.cpus),
+          ctx_(*model_, context_size(o.n_ctx, model_->config().n_ctx_train), o.kv_type, pool_) {}
+
+    const model_config& config() const override { return model_->config(); }
+    const gguf_file& file() const override { return model_->file(); }
+    std::span<const float> forward(std::span<const int32_t> tokens) override { return ctx_.forward(tokens); }
+    uint32_t used() const override { return ctx_.used(); }
+    uint32_t n_ctx() const override { return ctx_.n_ctx(); }
+    void truncate(uint32_t n) override { ctx_.truncate(n); }
+    std::string device() const override { return "cpu"; }
+    std::string describe() const override {
+        return fmt::format("cpu: {} kernels, {} thread{}", cpu::isa_name(cpu::active_isa()), pool_.size(),
+                           pool_.size() == 1 ? "" : "s");
+    }
+    int threads() const override { return pool_.size(); }
+
+private:
+    std::unique_ptr<transformer> model_;
+    thread_pool pool_;
+    forward_context ctx_;
+};
+
+// The GPU decode step one token at a time: prompt tokens too (there is no batched prefill yet).
+class cuda_executor final : public executor {
+public:
+    cuda_executor(const std::string& path, const executor_options& o) {
+        cuda::require_device();
+        if (o.kv_type != dtype::f16)
+            fail("cuda", "the CUDA backend keeps its KV cache in f16 (--kv-type f32 is CPU only)");
+        file_ = gguf_file::open(path, o.model.load);
+        cfg_ = read_model_config(*file_);
+        dec_ = cuda::decoder::load(file_, context_size(o.n_ctx, cfg_.n_ctx_train));
+        n_ctx_ = context_size(o.n_ctx, cfg_.n_ctx_train);
+    }
+
+    const model_config& config() const override { return cfg_; }
+    const gguf_file& file() const override { return *file_; }
+    std::span<const float> forward(std::span<const int32_t> tokens) override {
+        if (tokens.empty()) fail("model", "forward() called with no tokens");
+        if (uint64_t(dec_->used()) + tokens.size() > n_ctx_)
+            fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)",
+                 dec_->used(), tokens.size(), n_ctx_);
+        for (int32_t t : tokens)
+            if (t < 0 || uint32_t(t) >= cfg_.n_vocab)
+                fail("model", "token id {} is outside the vocabulary (0..{})", t, cfg_.n_vocab - 1);
+        std::span<const float> logits;
+        for (int32_t t : tokens) logits = dec_->forward(t);
+        return logits;
+    }
+    uint32_t used() const override { return dec_->used(); }
+    uint32_t n_ctx() const override { return n_ctx_; }
+    void truncate(uint32_t n) override { dec_->truncate(n); }
+    std::string device() const override { return "cuda"; }
+    std::string describe() const override { return "cuda: " + cuda::device_description() + "; " + dec_->summary(); }
+    int threads() const override { return 0; }
+
+private:
+    std::shared_ptr<gguf_file> file_;
+    model_config cfg_;
+    std::unique_ptr<cuda::decoder> dec_;
+    uint32_t n_ctx_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<executor> executor::open(const std::string& path, const executor_options& o) {
+    if (o.device == "cpu") return std::make_unique<cpu_executor>(path, o);
+    if (o.device == "cuda") return std::make_unique<cuda_executor>(path, o);
+    fail("executor", "unknown device '{}' (expected cpu or cuda)", o.device);
+}
+
+}  // namespace memtile

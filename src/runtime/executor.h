@@ -1,0 +1,47 @@
+// One sequence of a model on one compute backend: the interface run, chat and bench drive, implemented by the
+// CPU engine (transformer + forward_context + thread pool) and the CUDA decoder. The choice is made once, at
+// open(), from --device; a backend that is not compiled in or has no usable device fails there, naming why.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "models/model-config.h"
+#include "models/transformer.h"
+
+namespace memtile {
+
+class gguf_file;
+
+struct executor_options {
+    std::string device = "cpu";  // "cpu" or "cuda"
+    uint32_t n_ctx = 0;          // positions of the KV cache; 0: min(training context, 4096)
+    dtype kv_type = dtype::f16;  // CPU KV cache; the CUDA cache is f16 (f32 is refused there)
+    int threads = 0;             // CPU threads; 0: thread_pool::default_threads()
+    std::vector<int> cpus;       // CPU pinning (empty: none)
+    model_options model;         // memory mode and repacking of the weights
+};
+
+class executor {
+public:
+    static std::unique_ptr<executor> open(const std::string& path, const executor_options& o);
+    virtual ~executor() = default;
+
+    virtual const model_config& config() const = 0;
+    virtual const gguf_file& file() const = 0;  // metadata: tokenizer, chat template, file type
+    // Appends tokens at positions used().. and returns the logits of the last one ([n_vocab], valid until the
+    // next call). Throws on context overflow or a token id outside the vocabulary, naming it.
+    virtual std::span<const float> forward(std::span<const int32_t> tokens) = 0;
+    virtual uint32_t used() const = 0;
+    virtual uint32_t n_ctx() const = 0;
+    virtual void truncate(uint32_t n_tokens) = 0;  // forget positions >= n_tokens
+    virtual std::string device() const = 0;        // "cpu", "cuda"
+    virtual std::string describe() const = 0;      // one line: kernels and threads, or the GPU and its memory
+    virtual int threads() const = 0;               // CPU threads in use (0 for a GPU executor)
+};
+
+}  // namespace memtile
