@@ -24,6 +24,16 @@ transformer::~transformer() = default;
 
 namespace {
 
+// Runs f, and when an observer is installed, times it and reports e (bytes in f32 activations: 4 per element).
+template <class F>
+void observed(forward_observer* obs, op_event e, F&& f) {
+    if (!obs) return f();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    e.ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    obs->on_op(e);
+}
+
 cpu::weight_view view_of(const gguf_tensor_info& t) {
     cpu::weight_view v;
     v.type = t.type;
@@ -114,7 +124,7 @@ void forward_context::truncate(uint32_t n_tokens) {
     kv_->used = std::min(kv_->used, n_tokens);
 }
 
-std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
+void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_layers) {
     const auto& c = m_.config();
     const int64_t n = int64_t(tokens.size());
     if (n == 0) fail("model", "forward() called with no tokens");
@@ -136,14 +146,7 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
     gate_.resize(size_t(n * F));
     up_.resize(size_t(n * F));
 
-    // Runs f, and when an observer is installed, times it and reports e (bytes in f32 activations: 4 per element).
-    const auto op = [this](op_event e, auto&& f) {
-        if (!obs_) return f();
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        e.ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-        obs_->on_op(e);
-    };
+    const auto op = [this](op_event e, auto&& f) { observed(obs_, e, f); };
     const auto mm = [&](const cpu::prepared_weight& w, int il, const float* in, float* out) {
         const auto& v = w.view();
         op({op_class::matmul, il, v.type, uint64_t(v.n_out) * v.row_bytes, 0, 0, uint64_t(n * (v.n_in + v.n_out) * 4)},
@@ -162,7 +165,7 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
     const float* factors = m_.rope_factors_.empty() ? nullptr : m_.rope_factors_.data();
     const op_event norm_ev{op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n * E * 4 * 2)};
     const op_event add_ev{op_class::elementwise, -1, dtype::f32, 0, 0, 0, uint64_t(n * E * 4 * 3)};
-    for (uint32_t il = 0; il < c.n_layer; il++) {
+    for (uint32_t il = 0; il < n_layers; il++) {
         const auto& L = m_.layers_[il];
         const int li = int(il);
         auto at = [li](op_event e) {
@@ -239,6 +242,20 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
         });
     }
     kv_->used = pos0 + uint32_t(n);
+}
+
+std::span<const float> forward_context::forward_hidden(std::span<const int32_t> tokens, uint32_t n_layers) {
+    if (n_layers > m_.config().n_layer)
+        fail("model", "forward_hidden(): {} layers requested, the model has {}", n_layers, m_.config().n_layer);
+    embed_and_run(tokens, n_layers);
+    return {x_.data(), tokens.size() * size_t(m_.config().n_embd)};
+}
+
+std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
+    embed_and_run(tokens, m_.config().n_layer);
+    const auto& c = m_.config();
+    const int64_t n = int64_t(tokens.size()), E = c.n_embd;
+    const auto op = [this](op_event e, auto&& f) { observed(obs_, e, f); };
 
     const int64_t n_out = all_logits ? n : 1;
     const float* last = &x_[(n - n_out) * E];

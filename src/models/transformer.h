@@ -78,6 +78,10 @@ public:
     // With all_logits, logits() holds [n_tok, n_vocab]. Throws on context overflow or an unknown token id.
     std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits = false);
     std::span<const float> logits() const { return logits_; }
+    // Split execution (--gpu-layers): embeds tokens and runs only layers [0, n_layers), returning the hidden
+    // states [n_tok, n_embd] f32 (valid until the next call) for another backend to continue from. Those
+    // layers' KV cache is this context's, and used() advances as in forward().
+    std::span<const float> forward_hidden(std::span<const int32_t> tokens, uint32_t n_layers);
 
     uint32_t used() const;
     uint32_t n_ctx() const;
@@ -92,6 +96,9 @@ public:
     static void forward_batch(std::span<forward_context* const> ctxs, std::span<const int32_t> tokens);
 
 private:
+    // Validates tokens, embeds them into x_ and runs layers [0, n_layers); advances used().
+    void embed_and_run(std::span<const int32_t> tokens, uint32_t n_layers);
+
     const transformer& m_;
     thread_pool& pool_;
     std::unique_ptr<kv_cache> kv_;
