@@ -67,8 +67,7 @@ void job::end(const job_stats& s, const std::string& error) {
 
 struct model_host::slot {
     int index = 0;
-    std::unique_ptr<forward_context> ctx;
-    std::vector<int32_t> cached;  // the tokens whose K/V the context holds: ctx->used() == cached.size()
+    std::vector<int32_t> cached;  // the tokens whose K/V the slot holds: engine used(index) == cached.size()
     std::shared_ptr<job> j;
     std::unique_ptr<sampler> smp;
     std::unique_ptr<text_stream> ts;
@@ -79,14 +78,15 @@ struct model_host::slot {
 
 model_host::model_host(std::string name, const std::string& path, const host_options& o)
     : name_(std::move(name)), opts_(o) {
-    model_ = transformer::load(path, o.model);
-    tok_ = tokenizer::from_gguf(model_->file());
-    const int threads = o.threads > 0    ? o.threads
-                        : o.cpus.empty() ? thread_pool::default_threads()
-                                         : int(o.cpus.size());
-    if (!o.cpus.empty() && int(o.cpus.size()) < threads)
-        fail("serve", "--cpu-mask lists {} CPUs for {} threads", o.cpus.size(), threads);
-    pool_ = std::make_unique<thread_pool>(threads, o.cpus.empty() ? thread_pool::default_cpus(threads) : o.cpus);
+    executor_options eo;
+    eo.device = o.device;
+    eo.n_ctx = o.n_ctx;
+    eo.kv_type = o.kv_type;
+    eo.threads = o.threads > 0 ? o.threads : o.cpus.empty() ? thread_pool::default_threads() : int(o.cpus.size());
+    eo.cpus = o.cpus.empty() ? thread_pool::default_cpus(eo.threads) : o.cpus;
+    eo.model = o.model;
+    engine_ = batch_executor::open(path, eo, std::max(1, o.n_slots));
+    tok_ = tokenizer::from_gguf(engine_->file());
     if (!o.template_file.empty()) {
         std::ifstream f(o.template_file, std::ios::binary);
         if (!f) fail("serve", "cannot open chat template file {}", o.template_file);
@@ -94,7 +94,7 @@ model_host::model_host(std::string name, const std::string& path, const host_opt
         ss << f.rdbuf();
         template_src_ = ss.str();
     } else {
-        template_src_ = model_->file().get_string("tokenizer.chat_template");
+        template_src_ = engine_->file().get_string("tokenizer.chat_template");
     }
     if (template_src_.empty()) template_src_ = std::string(jinja::chatml_template());
     template_ = std::make_unique<jinja::chat_template>(template_src_);
@@ -102,16 +102,14 @@ model_host::model_host(std::string name, const std::string& path, const host_opt
     if (tok_->bos() >= 0) bos_text_ = tok_->token_text(tok_->bos());
     if (tok_->eos() >= 0) eos_text_ = tok_->token_text(tok_->eos());
 
-    const auto& cfg = model_->config();
-    n_ctx_ = o.n_ctx ? o.n_ctx : std::min<uint32_t>(cfg.n_ctx_train, 4096);
-    const memory_model mm = compute_memory_model(model_->file(), o.kv_type);
+    n_ctx_ = engine_->n_ctx();
+    const memory_model mm = compute_memory_model(engine_->file(), o.kv_type);
     streamed_bytes_ = mm.streamed_bytes_per_token;
     kv_bytes_per_token_ = mm.kv_bytes_per_token;
     resident_bytes_ = mm.weight_bytes + mm.kv_bytes(uint64_t(n_ctx_) * uint64_t(std::max(1, o.n_slots)));
     for (int i = 0; i < std::max(1, o.n_slots); i++) {
         auto s = std::make_unique<slot>();
         s->index = i;
-        s->ctx = std::make_unique<forward_context>(*model_, n_ctx_, o.kv_type, *pool_);
         slots_.push_back(std::move(s));
     }
     publish_gauges(0, 0);
@@ -188,7 +186,7 @@ prepared_prompt model_host::prepare(gen_request& r) const {
         throw api_error(400, "context_length_exceeded",
                         fmt::format("the prompt has {} tokens but the context holds {} (one slot; raise --ctx up to "
                                     "the model's {})",
-                                    p.tokens.size(), n_ctx_, model_->config().n_ctx_train));
+                                    p.tokens.size(), n_ctx_, engine_->config().n_ctx_train));
     return p;
 }
 
@@ -247,13 +245,13 @@ void model_host::admit(slot& s, std::shared_ptr<job> j) {
     size_t lcp = 0;
     while (lcp < s.cached.size() && lcp < prompt.size() && s.cached[lcp] == prompt[lcp]) lcp++;
     if (lcp == prompt.size()) lcp--;  // at least one token must run to produce logits
-    s.ctx->truncate(uint32_t(lcp));
+    engine_->truncate(s.index, uint32_t(lcp));
     s.cached.resize(lcp);
     s.st.n_cached = int(lcp);
     s.smp = std::make_unique<sampler>(s.j->sampling);
     for (int32_t t : prompt) s.smp->accept(t);
     s.ts = std::make_unique<text_stream>(*tok_, s.j->gen);
-    const auto logits = s.ctx->forward(std::span<const int32_t>(prompt).subspan(lcp));
+    const auto logits = engine_->prefill(s.index, std::span<const int32_t>(prompt).subspan(lcp));
     s.cached.insert(s.cached.end(), prompt.begin() + std::ptrdiff_t(lcp), prompt.end());
     s.t_decode0 = clock_type::now();
     s.st.prefill_ms = ms_between(t0, s.t_decode0);
@@ -276,7 +274,7 @@ void model_host::after_sample(slot& s, int32_t id) {
         return;
     }
     s.smp->accept(id);
-    if (s.ctx->used() >= n_ctx_) {
+    if (engine_->used(s.index) >= n_ctx_) {
         release(s, "length");
         return;
     }
@@ -356,7 +354,7 @@ void model_host::run() {
             try {
                 admit(*s, j);
             } catch (const std::exception& e) {
-                s->ctx->truncate(0);
+                engine_->truncate(s->index, 0);
                 s->cached.clear();
                 release(*s, "error", e.what());
             }
@@ -364,12 +362,12 @@ void model_host::run() {
         for (auto& s : slots_)
             if (s->j && s->j->cancelled()) release(*s, "cancel");
 
-        std::vector<forward_context*> ctxs;
+        std::vector<int> ids;
         std::vector<int32_t> toks;
         std::vector<slot*> who;
         for (auto& s : slots_)
             if (s->j && s->next >= 0) {
-                ctxs.push_back(s->ctx.get());
+                ids.push_back(s->index);
                 toks.push_back(s->next);
                 who.push_back(s.get());
             }
@@ -377,10 +375,10 @@ void model_host::run() {
         if (!who.empty()) {
             const auto t0 = clock_type::now();
             try {
-                forward_context::forward_batch(ctxs, toks);
+                engine_->step(toks, ids);
             } catch (const std::exception& e) {
                 for (slot* s : who) {
-                    s->ctx->truncate(0);
+                    engine_->truncate(s->index, 0);
                     s->cached.clear();
                     release(*s, "error", e.what());
                 }
@@ -391,7 +389,7 @@ void model_host::run() {
             for (slot* s : who) {
                 s->cached.push_back(s->next);
                 s->next = -1;
-                after_sample(*s, s->smp->sample(s->ctx->logits()));
+                after_sample(*s, s->smp->sample(engine_->logits(s->index)));
             }
         }
         publish_gauges(step_s, int(who.size()));
@@ -405,8 +403,8 @@ void model_host::publish_gauges(double step_s, int batch) {
     g.kv_cells_used = 0;
     uint64_t kv_read = 0;
     for (auto& s : slots_) {
-        g.kv_cells_used += s->ctx->used();
-        if (s->j) kv_read += uint64_t(s->ctx->used()) * kv_bytes_per_token_;
+        g.kv_cells_used += engine_->used(s->index);
+        if (s->j) kv_read += uint64_t(engine_->used(s->index)) * kv_bytes_per_token_;
     }
     g.kv_cells_total = uint64_t(n_ctx_) * slots_.size();
     {

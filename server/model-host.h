@@ -1,10 +1,10 @@
-// One loaded model being served: weights, tokenizer, chat template, N slots (each a forward_context with its
-// own KV cache), a bounded queue and the scheduler thread that runs them.
+// One loaded model being served: weights, tokenizer, chat template, N slots (sequences of a batch_executor, each
+// with its own KV cache, on the CPU or the GPU), a bounded queue and the scheduler thread that runs them.
 //
 // Scheduling: the scheduler admits queued jobs into free slots, choosing the slot whose KV cache shares the
 // longest token prefix with the job's prompt (prefix cache: the KV is truncated to that prefix and only the
 // rest of the prompt is prefilled), then advances every active slot by one token in a single batched forward
-// pass (continuous batching: forward_context::forward_batch). A cancelled job (client gone) leaves its slot
+// pass (continuous batching: batch_executor::step). A cancelled job (client gone) leaves its slot
 // before the next step. Only the scheduler thread touches slots; jobs are the hand-over to HTTP threads.
 #pragma once
 
@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "models/transformer.h"
 #include "request.h"
+#include "runtime/batch-executor.h"
 #include "runtime/generator.h"
 #include "template/template.h"
 #include "template/tool-calls.h"
@@ -78,6 +79,7 @@ struct host_options {
     int n_slots = 4;
     int max_queue = 64;
     dtype kv_type = dtype::f16;
+    std::string device = "cpu";     // cpu or cuda
     int threads = 0;                // 0: thread_pool::default_threads(), or the length of cpus
     std::vector<int> cpus;          // pin compute thread i to cpus[i] (--cpu-mask); empty: default placement
     std::string template_file;      // overrides tokenizer.chat_template
@@ -98,7 +100,8 @@ public:
     ~model_host();  // cancels everything and joins the scheduler
 
     const std::string& name() const { return name_; }
-    const transformer& model() const { return *model_; }
+    const model_config& config() const { return engine_->config(); }
+    const gguf_file& file() const { return engine_->file(); }
     const tokenizer& tok() const { return *tok_; }
     const std::string& template_source() const { return template_src_; }
     chat::tool_call_format tool_format() const { return tool_format_; }
@@ -125,9 +128,8 @@ private:
     void publish_gauges(double step_s, int batch);
 
     std::string name_;
-    std::unique_ptr<transformer> model_;
+    std::unique_ptr<batch_executor> engine_;
     std::shared_ptr<const tokenizer> tok_;
-    std::unique_ptr<thread_pool> pool_;
     std::unique_ptr<jinja::chat_template> template_;
     std::string template_src_, bos_text_, eos_text_;
     chat::tool_call_format tool_format_ = chat::tool_call_format::none;

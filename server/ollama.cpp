@@ -116,9 +116,9 @@ json details(const model_entry& e, const model_host* h) {
     std::string family = "llama", quant = "unknown";
     uint64_t params = 0;
     if (h) {
-        family = h->model().config().arch;
-        quant = std::string(file_type_name(uint32_t(h->model().file().get_u64("general.file_type", 1000))));
-        for (const auto& t : h->model().file().tensors()) params += t.n_elems;
+        family = h->config().arch;
+        quant = std::string(file_type_name(uint32_t(h->file().get_u64("general.file_type", 1000))));
+        for (const auto& t : h->file().tensors()) params += t.n_elems;
     }
     d["family"] = family;
     d["families"] = json::array({family});
@@ -147,12 +147,12 @@ json ollama_tags(const std::vector<model_entry>& models) {
 }
 
 json ollama_show(const model_entry& e, const model_host& h) {
-    const auto& cfg = h.model().config();
+    const auto& cfg = h.config();
     json info = json::object();
     info["general.architecture"] = cfg.arch;
     info["general.name"] = cfg.name;
     uint64_t params = 0;
-    for (const auto& t : h.model().file().tensors()) params += t.n_elems;
+    for (const auto& t : h.file().tensors()) params += t.n_elems;
     info["general.parameter_count"] = params;
     info[cfg.arch + ".context_length"] = cfg.n_ctx_train;
     info[cfg.arch + ".embedding_length"] = cfg.n_embd;

@@ -63,6 +63,8 @@ public:
             ->check(CLI::Range(1, 1024));
         sub->add_option("--cpu-mask", cpu_mask_,
                         "Pin compute thread i to the i-th CPU of this list, e.g. 0,2-3 (default threads: its length)");
+        sub->add_option("--device", host_.device, "Where to compute: cpu, or cuda (batched decode on the GPU)")
+            ->check(CLI::IsMember({"cpu", "cuda"}));
         sub->add_option("--repack", repack_, "Repack weights into interleaved tiles at load: on or off")
             ->check(CLI::IsMember({"on", "off"}));
         sub->add_option("--chat-template-file", host_.template_file, "Jinja chat template overriding the model's")

@@ -89,6 +89,13 @@ private:
 
 }  // namespace
 
+int executor_threads(const executor_options& o) {
+    const int n = o.threads > 0 ? o.threads : o.cpus.empty() ? thread_pool::default_threads() : int(o.cpus.size());
+    if (!o.cpus.empty() && int(o.cpus.size()) < n)
+        fail("executor", "--cpu-mask lists {} CPUs for {} threads", o.cpus.size(), n);
+    return n;
+}
+
 std::unique_ptr<executor> executor::open(const std::string& path, const executor_options& o) {
     if (o.device == "cpu") return std::make_unique<cpu_executor>(path, o);
     if (o.device == "cuda") return std::make_unique<cuda_executor>(path, o);

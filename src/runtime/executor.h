@@ -21,10 +21,13 @@ struct executor_options {
     std::string device = "cpu";  // "cpu" or "cuda"
     uint32_t n_ctx = 0;          // positions of the KV cache; 0: min(training context, 4096)
     dtype kv_type = dtype::f16;  // CPU KV cache; the CUDA cache is f16 (f32 is refused there)
-    int threads = 0;             // CPU threads; 0: thread_pool::default_threads()
-    std::vector<int> cpus;       // CPU pinning (empty: none)
+    int threads = 0;             // CPU threads; 0: the length of cpus, else thread_pool::default_threads()
+    std::vector<int> cpus;       // CPU pinning, at least `threads` entries (empty: none)
     model_options model;         // memory mode and repacking of the weights
 };
+
+// The CPU thread count o asks for (validated against o.cpus).
+int executor_threads(const executor_options& o);
 
 class executor {
 public:
