@@ -162,7 +162,7 @@ private:
         return prompt;
     }
 
-    // The CUDA path: every token (prompt ones too) goes through the GPU decode step; sampling on the host
+    // The CUDA path: the prompt in prefill passes, then the GPU decode step per token; sampling on the host
     // logits with the same sampler as the CPU path.
     int run_cuda() {
         using clock_type = std::chrono::steady_clock;
@@ -184,10 +184,8 @@ private:
         sampler smp(sampling_.params());
         std::span<const float> logits;
         const auto t0 = clock_type::now();
-        for (int32_t t : prompt) {
-            smp.accept(t);
-            logits = dec->forward(t);
-        }
+        for (int32_t t : prompt) smp.accept(t);
+        if (!prompt.empty()) logits = dec->forward_prefill(prompt);  // one pass on tensor cores
         const auto t1 = clock_type::now();
         int n_gen = 0;
         for (; n_gen < gen_.n_predict && dec->used() < model_.context_for(cfg.n_ctx_train); n_gen++) {
