@@ -131,6 +131,11 @@ void bench(const cuda::bandwidth_probe& bw) {
 
 void bench_prefill_batch(const std::string& only) {
     const auto& preset = find_preset("llama3-8b");
+    fmt::print(
+        "\ncuBLAS f16 GEMM alone, 512 tokens (TFLOPS): 4096->6144 {:.0f}, 4096->4096 {:.0f}, 4096->28672 {:.0f}, "
+        "14336->4096 {:.0f}\n",
+        cuda::bench_gemm_f16(512, 4096, 6144, 10), cuda::bench_gemm_f16(512, 4096, 4096, 10),
+        cuda::bench_gemm_f16(512, 4096, 28672, 10), cuda::bench_gemm_f16(512, 14336, 4096, 10));
     fmt::print("\nprefill pp512, llama3-8b shapes, random weights (median of 3 after a warm-up):\n");
     const file_type fts[] = {file_type::q4_k_m, file_type::f16, file_type::q8_0, file_type::bf16, file_type::q4_0};
     for (file_type ft : fts) {

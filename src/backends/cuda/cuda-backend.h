@@ -41,6 +41,10 @@ bandwidth_probe probe_bandwidth();
 // bytes streamed (median). For locating the gap between the decode step and the bandwidth limit.
 double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
 
+// TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
+// the tensor-core reference for the prefill figures.
+double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps);
+
 class batch_decoder;
 
 // Process-wide knobs of the prefill pass, for checks and benchmarks (defaults are the fast path).

@@ -27,6 +27,9 @@ bandwidth_probe probe_bandwidth() {
 double bench_matvec(dtype, int64_t, int64_t, int) {
     not_compiled();
 }
+double bench_gemm_f16(int, int64_t, int64_t, int) {
+    not_compiled();
+}
 void set_prefill_options(const prefill_options&) {}
 prefill_options get_prefill_options() {
     return {};

@@ -73,6 +73,7 @@ struct prefill_pass::impl {
     float *x = nullptr, *qkv = nullptr, *gu = nullptr;
     uint16_t *xh = nullptr, *qh = nullptr, *atth = nullptr, *scratch = nullptr;
     size_t scratch_elems = 0;
+    uint64_t sliced_for = 0;  // dequant_chunk_bytes the scratch was sized for
     float *xn = nullptr, *xd = nullptr, *xs = nullptr;
     int8_t* xq = nullptr;
 
@@ -85,12 +86,14 @@ struct prefill_pass::impl {
 
     void ensure(int n_tok) {
         const int need = (std::min(n_tok, k_max_prefill) + 63) / 64 * 64;
-        if (need <= capacity && scratch) return;
+        // The scratch holds one slice of the current option's size: reallocate when the option changed.
+        if (need <= capacity && scratch && sliced_for == g_options.dequant_chunk_bytes) return;
+        sliced_for = g_options.dequant_chunk_bytes;
         arena.release();
         const auto& c = *m.cfg;
         const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
         const int64_t widest = std::max({E, Q, F});
-        const size_t n = size_t(need);
+        const size_t n = size_t(std::max(need, capacity));
         tokens = arena.get_n<int32_t>(n);
         x = arena.get_n<float>(n * size_t(E));
         qkv = arena.get_n<float>(n * size_t(Q + 2 * KV));
@@ -114,7 +117,7 @@ struct prefill_pass::impl {
             need_scratch(L.down);
         }
         scratch = arena.get_n<uint16_t>(std::max<size_t>(scratch_elems, 8));
-        capacity = need;
+        capacity = std::max(need, capacity);
     }
 
     // Y [n, ldy] (columns 0..w.n_out of each row) = (accumulate ? Y : 0) + X W^T; X [n, w.n_in] f16.
@@ -207,8 +210,8 @@ public:
         if (max_seq < 1 || max_seq > k_max_batch)
             fail("cuda", "a batch holds 1 to {} sequences, not {}", k_max_batch, max_seq);
         if (n_ctx == 0) fail("cuda", "a batch needs a context of at least one position");
-        if (!prefill_pass::supported(m))
-            fail("cuda", "batched decode needs widths that are multiples of 8 (embedding {})", m.cfg->n_embd);
+        if (m.tok_embd.n_in % 8 != 0)
+            fail("cuda", "batched decode needs an embedding width that is a multiple of 8 (not {})", m.tok_embd.n_in);
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
         const auto& c = *m.cfg;
         const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
@@ -253,6 +256,11 @@ public:
             fail("cuda", "context overflow: {} + {} tokens exceed the context of {}", used_[size_t(seq)], tokens.size(),
                  n_ctx_);
         for (int32_t t : tokens) check_token(t);
+        if (!prefill_pass::supported(m_)) {  // token by token through the batched step
+            std::span<const float> last;
+            for (const int32_t& t : tokens) last = step({&t, 1}, {&seq, 1});
+            return last;
+        }
         const auto& c = *m_.cfg;
         prefill_->run(tokens, k_cache_ + seq * slot_stride_, v_cache_ + seq * slot_stride_, layer_kv_,
                       int(used_[size_t(seq)]), logits_);
@@ -418,6 +426,40 @@ private:
 };
 
 }  // namespace
+
+double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
+    require_device();
+    device_arena arena;
+    auto* w = arena.get_n<uint16_t>(size_t(n_in * n_out));
+    auto* x = arena.get_n<uint16_t>(size_t(n_in) * size_t(n_tok));
+    auto* y = arena.get_n<float>(size_t(n_out) * size_t(n_tok));
+    check(cudaMemset(w, 0, size_t(n_in * n_out) * 2), "cudaMemset");
+    check(cudaMemset(x, 0, size_t(n_in) * size_t(n_tok) * 2), "cudaMemset");
+    cublasHandle_t h = nullptr;
+    check_blas(cublasCreate(&h), "cublasCreate");
+    cudaEvent_t a, b;
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+    const float alpha = 1, beta = 0;
+    std::vector<double> tf;
+    for (int r = 0; r < reps + 2; r++) {
+        cudaEventRecord(a);
+        check_blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), n_tok, int(n_in), &alpha, w, CUDA_R_16F,
+                                int(n_in), x, CUDA_R_16F, int(n_in), &beta, y, CUDA_R_32F, int(n_out),
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+        cudaEventRecord(b);
+        check(cudaEventSynchronize(b), "gemm");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (r >= 2) tf.push_back(2.0 * double(n_tok) * double(n_in) * double(n_out) / (double(ms) * 1e-3) / 1e12);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cublasDestroy(h);
+    std::sort(tf.begin(), tf.end());
+    return tf[tf.size() / 2];
+}
 
 std::unique_ptr<batch_decoder> make_batch_decoder(const model_view& m, int max_seq, uint32_t n_ctx) {
     return std::make_unique<cuda_batch_decoder>(m, max_seq, n_ctx);
