@@ -56,7 +56,7 @@ TEST(cuda_batch, batched_steps_equal_single_sequence_steps) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
     for (const auto& c : k_cases) {
         const auto r = test::compare_batch(model_path(c), 4, 5);
-        EXPECT_LE(r.worst_nmse, 1e-6) << c.preset << " " << file_type_name(c.type);
+        EXPECT_LE(r.worst_nmse, 1e-5) << c.preset << " " << file_type_name(c.type);
         EXPECT_EQ(r.token_mismatches, 0) << c.preset << " " << file_type_name(c.type);
     }
 }

@@ -275,7 +275,12 @@ bool vector_friendly(const gpu_weight& w) {
 }  // namespace
 
 void launch_matvec_batch(const gpu_weight& w, int n_rows, const float* x, const int8_t* xq, const float* xd,
-                         const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
+                         const float* xs, float* y, int64_t y_stride, bool accumulate, bool tensor_cores,
+                         cudaStream_t s) {
+    if (tensor_cores && n_rows >= 2 && matvec_mma_supported(w)) {
+        launch_matvec_mma(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s);
+        return;
+    }
     if (n_rows == 1 || !vector_friendly(w)) {
         // One sequence (or rows the vector kernels do not cover): the batch-1 kernel per row.
         const int64_t ng = w.n_in / 32;

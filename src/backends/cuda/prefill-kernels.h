@@ -56,8 +56,14 @@ void launch_attention_batch(const float* q, int64_t q_stride, int n_rows, const 
 
 // y[b] = (accumulate ? y[b] : 0) + W x[b] for b < n_rows (1..16), each weight byte read once for all rows:
 // x [n_rows, n_in] f32 (plain formats) or xq/xd/xs per row (integer formats); y rows y_stride apart.
+// tensor_cores: for n_rows >= 2 and the formats matvec_mma_supported() covers, the mma kernels of
+// matvec-mma.cu; else (and as their reference) the dp4a/FMA kernels of matvec-batch.cu.
 void launch_matvec_batch(const gpu_weight& w, int n_rows, const float* x, const int8_t* xq, const float* xd,
-                         const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s);
+                         const float* xs, float* y, int64_t y_stride, bool accumulate, bool tensor_cores,
+                         cudaStream_t s);
+bool matvec_mma_supported(const gpu_weight& w);
+void launch_matvec_mma(const gpu_weight& w, int n_rows, const float* x, const int8_t* xq, const float* xd,
+                       const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s);
 constexpr int k_max_batch = 16;
 
 }  // namespace memtile::cuda

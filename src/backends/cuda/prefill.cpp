@@ -376,6 +376,7 @@ private:
         const int32_t* slots = io_ + k_max_batch;
         int32_t* pos = io_ + 2 * k_max_batch;
         const rope_params rp = rope_of(m_);
+        const bool tc = !g_options.reference_batch_products;
         launch_embed_rows(m_.tok_embd, tokens, b, x_, s);
         for (uint32_t il = 0; il < c.n_layer; il++) {
             const auto& L = m_.layers[il];
@@ -383,24 +384,25 @@ private:
             uint16_t* vc = v_cache_ + il * layer_kv_;
             launch_rms_norm_rows(x_, L.attn_norm, b, int(E), c.norm_eps, nullptr, xn_, consumers_q_block(L.qkv), xq_,
                                  xd_, xs_, s);
-            for (const auto& p : L.qkv) launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, s);
+            for (const auto& p : L.qkv)
+                launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
             launch_rope_kv_rows(qkv_, b, L.bias, rp, 0, pos, slots, slot_stride_, kc, vc, nullptr, s);
             launch_attention_batch(qkv_, QKV, b, kc, vc, slot_stride_, pos, slots, int(c.n_head), int(c.n_head_kv),
                                    int(c.head_dim), n_split_, partial_, att_, s);
             if (matvec_uses_int8(L.wo.type))
                 launch_quantize_rows(att_, b, Q, consumers_q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
-            launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, s);
+            launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
             launch_rms_norm_rows(x_, L.ffn_norm, b, int(E), c.norm_eps, nullptr, xn_, consumers_q_block(L.gate_up), xq_,
                                  xd_, xs_, s);
             for (const auto& p : L.gate_up)
-                launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, s);
+                launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
             launch_swiglu_rows(gu_, b, F, nullptr, xn_, consumers_q_block({{L.down, 0}}),
                                matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
-            launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, s);
+            launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
         }
         launch_rms_norm_rows(x_, m_.output_norm, b, int(E), c.norm_eps, nullptr, xn_,
                              consumers_q_block({{m_.output, 0}}), xq_, xd_, xs_, s);
-        launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, s);
+        launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
         launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, s);
     }
 
