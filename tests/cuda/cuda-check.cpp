@@ -46,6 +46,32 @@ void check_prefill_batch(const std::string& name, const std::string& path, doubl
     }
 }
 
+// Batched tensor-core products vs the dp4a/FMA kernels, per weight type, over shapes and batch sizes.
+void check_batch_products() {
+    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
+    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}};
+    for (dtype t : types) {
+        double worst = 0;
+        std::string where;
+        try {
+            for (const auto& sh : shapes)
+                for (int nb : {2, 5, 8, 9, 16}) {
+                    const double e = cuda::check_batch_products(t, sh[0], sh[1], nb, uint64_t(nb) * 7 + 1);
+                    if (e >= worst) {
+                        worst = e;
+                        where = fmt::format("{}x{} B={}", sh[1], sh[0], nb);
+                    }
+                }
+            const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
+            report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
+                                             "tol {:.0e}",
+                                             dtype_name(t), worst, where, tol));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("batch products {}: {}", dtype_name(t), e.what()));
+        }
+    }
+}
+
 void check_formats(const std::string& dir) {
     struct item {
         const char* preset;
@@ -188,10 +214,14 @@ void bench_prefill_batch(const std::string& only) {
             cuda::prefill_options o;
             o.reference_batch_products = true;
             cuda::set_prefill_options(o);
-            auto ref = d->make_batch(8, 256);
-            const double rs = ref->bench(8, 64, 8, 1);
+            auto ref = d->make_batch(16, 256);
+            fmt::print("; dp4a/FMA products:");
+            for (int b : {2, 4, 8, 16}) {
+                const double rs = ref->bench(b, 64, 8, 1);
+                fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / rs, b * 64 / rs / single);
+            }
             cuda::set_prefill_options({});
-            fmt::print("; dp4a/FMA products B=8 {:.0f} ({:.2f}x)\n", 8 * 64 / rs, 8 * 64 / rs / single);
+            fmt::print("\n");
             std::fflush(stdout);
         } catch (const std::exception& e) {
             report(false, fmt::format("bench prefill/batch {}: {}", file_type_name(ft), e.what()));
@@ -232,6 +262,7 @@ int main(int argc, char** argv) {
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
         if (do_checks) {
+            check_batch_products();
             check_formats(tmp);
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";

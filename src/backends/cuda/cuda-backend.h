@@ -45,6 +45,10 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
 // the tensor-core reference for the prefill figures.
 double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps);
 
+// The batched products on tensor cores against the dp4a/FMA kernels (their reference): random [n_out, n_in]
+// weight of type t, random activations of n_rows sequences; NMSE of the tensor-core results.
+double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed);
+
 class batch_decoder;
 
 // Process-wide knobs of the prefill pass and the batched decoder, for checks and benchmarks (defaults are the

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -428,6 +429,50 @@ private:
 };
 
 }  // namespace
+
+double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed) {
+    require_device();
+    if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
+    device_arena arena;
+    gpu_weight w;
+    w.type = t;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.q_row_bytes = device_q_row_bytes(t, n_in);
+    const int64_t d_row = device_d_row_elems(t, n_in);
+    w.q = arena.get_n<uint8_t>(size_t(w.q_row_bytes * n_out));
+    w.d = d_row ? arena.get_n<uint16_t>(size_t(d_row * n_out)) : nullptr;
+    launch_fill_random(w, seed, nullptr);
+    // Activations: a simple generator on the host, values in [-1, 1) of varied magnitude per row.
+    std::vector<float> hx(size_t(n_in) * size_t(n_rows));
+    uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (size_t i = 0; i < hx.size(); i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        hx[i] = (float(uint32_t(z >> 40)) / float(1u << 24) * 2.0f - 1.0f) * (1.0f + float(i / size_t(n_in)));
+    }
+    auto* x = arena.get_n<float>(hx.size());
+    check(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload");
+    auto* xq = arena.get_n<int8_t>(hx.size());
+    auto* xd = arena.get_n<float>(hx.size() / 32 + 1);
+    auto* xs = arena.get_n<float>(hx.size() / 32 + 1);
+    const bool k_type = t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+    if (matvec_uses_int8(t)) launch_quantize_rows(x, n_rows, n_in, k_type ? 256 : 32, xq, xd, xs, nullptr);
+    auto* y_mma = arena.get_n<float>(size_t(n_out) * size_t(n_rows));
+    auto* y_ref = arena.get_n<float>(size_t(n_out) * size_t(n_rows));
+    launch_matvec_batch(w, n_rows, x, xq, xd, xs, y_mma, n_out, false, true, nullptr);
+    launch_matvec_batch(w, n_rows, x, xq, xd, xs, y_ref, n_out, false, false, nullptr);
+    check(cudaDeviceSynchronize(), "batched products");
+    std::vector<float> a(size_t(n_out) * size_t(n_rows)), r(a.size());
+    check(cudaMemcpy(a.data(), y_mma, a.size() * 4, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(r.data(), y_ref, r.size() * 4, cudaMemcpyDeviceToHost), "download");
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        num += (double(a[i]) - r[i]) * (double(a[i]) - r[i]);
+        den += double(r[i]) * r[i];
+    }
+    return den > 0 ? num / den : num;
+}
 
 double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
     require_device();
