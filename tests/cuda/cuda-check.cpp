@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
+#include "gguf/gguf-file.h"
 #include "models/llama2c-import.h"
 #include "models/presets.h"
 #include "support/cuda-checks.h"
@@ -37,6 +38,13 @@ void check_prefill_batch(const std::string& name, const std::string& path, doubl
                fmt::format("prefill {:<22} {}+{} tokens NMSE {:.3e}, decode after it {:.3e} (tol {:.0e})", name,
                            n_first, n_second, r.prefill_nmse, r.decode_nmse, tol));
         if (!batch) return;
+        {
+            auto d = cuda::decoder::load(gguf_file::open(path), 64);
+            const auto [e, where] = d->make_batch(4, 64)->check_products(4);
+            report(e <= 1e-5, fmt::format("products {:<22} model weights, tensor cores vs dp4a/FMA: worst NMSE {:.3e} "
+                                          "({})",
+                                          name, e, where));
+        }
         const auto b = test::compare_batch(path, 4, 6);
         report(b.worst_nmse <= 1e-5 && b.token_mismatches == 0,
                fmt::format("batch   {:<22} 4 sequences x {} steps vs single: NMSE {:.3e}, {} argmax mismatches", name,
@@ -108,6 +116,14 @@ void check_formats(const std::string& dir) {
                 o.reference_batch_products = true;
                 cuda::set_prefill_options(o);
                 try {
+                    {
+                        auto d = cuda::decoder::load(gguf_file::open(path), 64);
+                        const auto [e, where] = d->make_batch(4, 64)->check_products(4);
+                        report(e <= 1e-5,
+                               fmt::format("products {:<22} model weights, tensor cores vs dp4a/FMA: worst NMSE {:.3e} "
+                                           "({})",
+                                           name, e, where));
+                    }
                     const auto b = test::compare_batch(path, 4, 6);
                     report(b.worst_nmse <= 1e-5 && b.token_mismatches == 0,
                            fmt::format("batch   {:<22} dp4a/FMA products: NMSE {:.3e}, {} argmax mismatches", name,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "core/dtype.h"
 #include "models/model-config.h"
@@ -115,6 +116,9 @@ public:
     // n greedy steps of sequences 0..b-1 back to back on the device after `warmup` untimed ones, from empty
     // caches; returns seconds for the n steps (aggregate tok/s = b * n / seconds).
     virtual double bench(int b, int n, int warmup, int32_t first_token) = 0;
+    // Op check on the model's own weights: every product for n random activation rows on tensor cores vs the
+    // dp4a/FMA kernels; the worst NMSE and where.
+    virtual std::pair<double, std::string> check_products(int n) = 0;
 };
 
 }  // namespace memtile::cuda

@@ -318,6 +318,56 @@ public:
         return double(ms) / 1e3;
     }
 
+    // Every product of the model on random activations of n rows: tensor-core kernels vs dp4a/FMA kernels.
+    std::pair<double, std::string> check_products(int n) override {
+        if (n < 2 || n > k_max_batch) fail("cuda", "check of {} rows", n);
+        const auto& c = *m_.cfg;
+        std::vector<std::pair<std::string, gpu_weight>> all;
+        for (size_t il = 0; il < m_.layers.size(); il++) {
+            const auto& L = m_.layers[il];
+            for (const auto& p : L.qkv) all.push_back({fmt::format("blk.{}.qkv@{}", il, p.offset), p.w});
+            for (const auto& p : L.gate_up) all.push_back({fmt::format("blk.{}.gate_up@{}", il, p.offset), p.w});
+            all.push_back({fmt::format("blk.{}.wo", il), L.wo});
+            all.push_back({fmt::format("blk.{}.down", il), L.down});
+        }
+        all.push_back({"output", m_.output});
+        const int64_t widest = std::max({int64_t(c.n_embd), int64_t(c.q_dim()), int64_t(c.n_ff)});
+        std::vector<float> hx(size_t(widest) * size_t(n));
+        uint64_t z = 12345;
+        for (auto& v : hx) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            v = float(uint32_t(z >> 40)) / float(1u << 24) * 2.0f - 1.0f;
+        }
+        double worst = 0;
+        std::string where = "none";
+        for (const auto& [name, w] : all) {
+            if (!matvec_mma_supported(w)) continue;
+            check(cudaMemcpy(xn_, hx.data(), size_t(w.n_in) * size_t(n) * 4, cudaMemcpyHostToDevice), "upload");
+            const bool k_type = w.type == dtype::q4_k || w.type == dtype::q5_k || w.type == dtype::q6_k;
+            launch_quantize_rows(xn_, n, w.n_in, k_type ? 256 : 32, xq_, xd_, xs_, stream_);
+            device_arena tmp;
+            auto* y1 = tmp.get_n<float>(size_t(w.n_out) * size_t(n));
+            auto* y2 = tmp.get_n<float>(size_t(w.n_out) * size_t(n));
+            launch_matvec_batch(w, n, xn_, xq_, xd_, xs_, y1, w.n_out, false, true, stream_);
+            launch_matvec_batch(w, n, xn_, xq_, xd_, xs_, y2, w.n_out, false, false, stream_);
+            check(cudaStreamSynchronize(stream_), "products");
+            std::vector<float> a(size_t(w.n_out) * size_t(n)), r(a.size());
+            check(cudaMemcpy(a.data(), y1, a.size() * 4, cudaMemcpyDeviceToHost), "download");
+            check(cudaMemcpy(r.data(), y2, r.size() * 4, cudaMemcpyDeviceToHost), "download");
+            double num = 0, den = 0;
+            for (size_t i = 0; i < a.size(); i++) {
+                num += (double(a[i]) - r[i]) * (double(a[i]) - r[i]);
+                den += double(r[i]) * r[i];
+            }
+            const double e = den > 0 ? num / den : num;
+            if (e >= worst) {
+                worst = e;
+                where = fmt::format("{} {} [{} x {}]", name, dtype_name(w.type), w.n_out, w.n_in);
+            }
+        }
+        return {worst, where};
+    }
+
 private:
     int valid(int seq) const {
         if (seq < 0 || seq >= max_seq_) fail("cuda", "sequence {} is outside the batch (0..{})", seq, max_seq_ - 1);
