@@ -45,8 +45,10 @@ void check_prefill_batch(const std::string& name, const std::string& path, doubl
                                           "({})",
                                           name, e, where));
         }
+        // Tolerance as against the CPU engine: the products agree to ~1e-14 (line above), but a last-bit change
+        // can flip the rounding of an int8 activation in the next layer, which quantized formats amplify.
         const auto b = test::compare_batch(path, 4, 6);
-        report(b.worst_nmse <= 1e-5 && b.token_mismatches == 0,
+        report(b.worst_nmse <= tol && b.token_mismatches == 0,
                fmt::format("batch   {:<22} 4 sequences x {} steps vs single: NMSE {:.3e}, {} argmax mismatches", name,
                            b.steps, b.worst_nmse, b.token_mismatches));
     } catch (const std::exception& e) {
@@ -125,7 +127,7 @@ void check_formats(const std::string& dir) {
                                            name, e, where));
                     }
                     const auto b = test::compare_batch(path, 4, 6);
-                    report(b.worst_nmse <= 1e-5 && b.token_mismatches == 0,
+                    report(b.worst_nmse <= it.tol && b.token_mismatches == 0,
                            fmt::format("batch   {:<22} dp4a/FMA products: NMSE {:.3e}, {} argmax mismatches", name,
                                        b.worst_nmse, b.token_mismatches));
                 } catch (const std::exception& e) {

@@ -56,9 +56,18 @@ TEST(cuda_batch, batched_steps_equal_single_sequence_steps) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
     for (const auto& c : k_cases) {
         const auto r = test::compare_batch(model_path(c), 4, 5);
-        EXPECT_LE(r.worst_nmse, 1e-5) << c.preset << " " << file_type_name(c.type);
+        EXPECT_LE(r.worst_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
         EXPECT_EQ(r.token_mismatches, 0) << c.preset << " " << file_type_name(c.type);
     }
+}
+
+TEST(cuda_batch, tensor_core_products_match_the_dp4a_kernels) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16})
+        for (int nb : {2, 5, 9, 16}) {
+            const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
+            EXPECT_LE(cuda::check_batch_products(t, 768, 272, nb, 3), tol) << dtype_name(t) << " B=" << nb;
+        }
 }
 
 }  // namespace
