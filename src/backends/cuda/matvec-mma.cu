@@ -64,12 +64,6 @@ __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
     return pack_half2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-// acc[nt][i]: C element i of n-tile nt; dot d (int) scaled by row scale sr (rows g / g+8) and sequence scales.
-template <int NT>
-struct tile_acc {
-    float v[NT][4];
-};
-
 // Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32).
 template <dtype T, int NT>
 __global__ void __launch_bounds__(32 * k_warps)
