@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
+#include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
@@ -51,11 +52,63 @@ private:
     std::vector<std::unique_ptr<forward_context>> ctx_;
 };
 
+// cuda::batch_decoder: prompts through the tensor-core prefill, steps as skinny products on the GPU.
+class cuda_batch_executor final : public batch_executor {
+public:
+    cuda_batch_executor(const std::string& path, const executor_options& o, int n_slots) {
+        cuda::require_device();
+        if (o.kv_type != dtype::f16)
+            fail("cuda", "the CUDA backend keeps its KV cache in f16 (--kv-type f32 is CPU only)");
+        if (n_slots < 1 || n_slots > 16)
+            fail("cuda", "the CUDA backend decodes 1 to 16 slots together (got {})", n_slots);
+        file_ = gguf_file::open(path, o.model.load);
+        cfg_ = read_model_config(*file_);
+        n_ctx_ = o.n_ctx ? o.n_ctx : std::min<uint32_t>(cfg_.n_ctx_train, 4096);
+        dec_ = cuda::decoder::load(file_, 1);  // weights only: the slots have their own caches
+        batch_ = dec_->make_batch(n_slots, n_ctx_);
+        logits_.assign(size_t(n_slots) * cfg_.n_vocab, 0.0f);
+    }
+
+    const model_config& config() const override { return cfg_; }
+    const gguf_file& file() const override { return *file_; }
+    int slots() const override { return batch_->max_sequences(); }
+    uint32_t n_ctx() const override { return n_ctx_; }
+    uint32_t used(int s) const override { return batch_->used(s); }
+    void truncate(int s, uint32_t n) override { batch_->truncate(s, n); }
+    std::span<const float> prefill(int s, std::span<const int32_t> tokens) override {
+        check_append(cfg_, batch_->used(s), n_ctx_, tokens);
+        return batch_->prefill(s, tokens);
+    }
+    void step(std::span<const int32_t> tokens, std::span<const int> slots) override {
+        if (tokens.size() != slots.size())
+            fail("executor", "step(): {} tokens for {} slots", tokens.size(), slots.size());
+        for (size_t i = 0; i < slots.size(); i++)
+            check_append(cfg_, batch_->used(slots[i]), n_ctx_, tokens.subspan(i, 1));
+        const std::vector<int32_t> seqs(slots.begin(), slots.end());
+        const auto all = batch_->step(tokens, seqs);
+        for (size_t i = 0; i < slots.size(); i++)
+            std::copy_n(all.begin() + std::ptrdiff_t(i * cfg_.n_vocab), cfg_.n_vocab,
+                        logits_.begin() + std::ptrdiff_t(size_t(slots[i]) * cfg_.n_vocab));
+    }
+    std::span<const float> logits(int s) const override {
+        return {logits_.data() + size_t(s) * cfg_.n_vocab, cfg_.n_vocab};
+    }
+    std::string describe() const override { return "cuda: " + cuda::device_description() + "; " + dec_->summary(); }
+
+private:
+    std::shared_ptr<gguf_file> file_;
+    model_config cfg_;
+    uint32_t n_ctx_ = 0;
+    std::unique_ptr<cuda::decoder> dec_;
+    std::unique_ptr<cuda::batch_decoder> batch_;
+    std::vector<float> logits_;  // [slots, n_vocab]: each slot's logits of its last step
+};
+
 }  // namespace
 
 std::unique_ptr<batch_executor> batch_executor::open(const std::string& path, const executor_options& o, int n_slots) {
     if (o.device == "cpu") return std::make_unique<cpu_batch_executor>(path, o, n_slots);
-    if (o.device == "cuda") fail("executor", "memtile serve --device cuda is not available yet");
+    if (o.device == "cuda") return std::make_unique<cuda_batch_executor>(path, o, n_slots);
     fail("executor", "unknown device '{}' (expected cpu or cuda)", o.device);
 }
 

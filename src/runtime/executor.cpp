@@ -46,7 +46,6 @@ private:
     forward_context ctx_;
 };
 
-// The GPU decode step one token at a time: prompt tokens too (there is no batched prefill yet).
 class cuda_executor final : public executor {
 public:
     cuda_executor(const std::string& path, const executor_options& o) {
@@ -62,16 +61,9 @@ public:
     const model_config& config() const override { return cfg_; }
     const gguf_file& file() const override { return *file_; }
     std::span<const float> forward(std::span<const int32_t> tokens) override {
-        if (tokens.empty()) fail("model", "forward() called with no tokens");
-        if (uint64_t(dec_->used()) + tokens.size() > n_ctx_)
-            fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)",
-                 dec_->used(), tokens.size(), n_ctx_);
-        for (int32_t t : tokens)
-            if (t < 0 || uint32_t(t) >= cfg_.n_vocab)
-                fail("model", "token id {} is outside the vocabulary (0..{})", t, cfg_.n_vocab - 1);
-        std::span<const float> logits;
-        for (int32_t t : tokens) logits = dec_->forward(t);
-        return logits;
+        check_append(cfg_, dec_->used(), n_ctx_, tokens);
+        // Several tokens (a prompt): the tensor-core prefill pass; one token: the decode step's CUDA graph.
+        return tokens.size() > 1 ? dec_->forward_prefill(tokens) : dec_->forward(tokens[0]);
     }
     uint32_t used() const override { return dec_->used(); }
     uint32_t n_ctx() const override { return n_ctx_; }
@@ -88,6 +80,16 @@ private:
 };
 
 }  // namespace
+
+void check_append(const model_config& c, uint32_t used, uint32_t n_ctx, std::span<const int32_t> tokens) {
+    if (tokens.empty()) fail("model", "forward() called with no tokens");
+    if (uint64_t(used) + tokens.size() > n_ctx)
+        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", used,
+             tokens.size(), n_ctx);
+    for (int32_t t : tokens)
+        if (t < 0 || uint32_t(t) >= c.n_vocab)
+            fail("model", "token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+}
 
 int executor_threads(const executor_options& o) {
     const int n = o.threads > 0 ? o.threads : o.cpus.empty() ? thread_pool::default_threads() : int(o.cpus.size());

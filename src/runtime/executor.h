@@ -28,6 +28,9 @@ struct executor_options {
 
 // The CPU thread count o asks for (validated against o.cpus).
 int executor_threads(const executor_options& o);
+// The checks of the CPU engine's forward(), for backends that have none of their own: at least one token, room
+// in the context, ids inside the vocabulary. Throws memtile::error naming the problem.
+void check_append(const model_config& c, uint32_t used, uint32_t n_ctx, std::span<const int32_t> tokens);
 
 class executor {
 public:

@@ -88,4 +88,138 @@ inline greedy_comparison compare_greedy(const std::string& path, int32_t first, 
     return r;
 }
 
+struct prefill_comparison {
+    double prefill_nmse = 0;  // worst over the prefill passes (last-token logits)
+    double decode_nmse = 0;   // worst over the decode steps that follow (they read the KV the passes wrote)
+};
+
+// Prompt tokens j = 0..n-1 of sequence `seq` (distinct per sequence, valid for any vocabulary of >= 2 tokens).
+inline std::vector<int32_t> prompt_tokens(uint32_t n_vocab, int seq, int n) {
+    std::vector<int32_t> t;
+    for (int j = 0; j < n; j++) t.push_back(int32_t((3 + 11 * uint32_t(seq) + 37 * uint32_t(j)) % n_vocab));
+    return t;
+}
+
+// Two prefill passes (n_first tokens from position 0, then n_second more) and n_decode decode steps on the CUDA
+// decoder, against the CPU engine fed the same tokens (f16 KV cache).
+inline prefill_comparison compare_prefill(const std::string& path, int n_first, int n_second, int n_decode) {
+    auto m = transformer::load(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    const uint32_t n_ctx = uint32_t(n_first + n_second + n_decode + 1);
+    forward_context ctx(*m, n_ctx, dtype::f16, pool);
+    auto d = cuda::decoder::load(gguf_file::open(path), n_ctx);
+    const uint32_t V = m->config().n_vocab;
+    const auto all = prompt_tokens(V, 0, n_first + n_second);
+    prefill_comparison r;
+    for (const auto& piece : {std::span<const int32_t>(all).first(size_t(n_first)),
+                              std::span<const int32_t>(all).subspan(size_t(n_first))}) {
+        const auto cl = ctx.forward(piece);
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        const auto gpu = d->forward_prefill(piece);
+        r.prefill_nmse = std::max(r.prefill_nmse, nmse(gpu, cpu));
+    }
+    for (int i = 0; i < n_decode; i++) {
+        const int32_t t = int32_t((5 + 29 * uint32_t(i)) % V);
+        const auto cl = ctx.forward(std::span<const int32_t>(&t, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        r.decode_nmse = std::max(r.decode_nmse, nmse(d->forward(t), cpu));
+    }
+    return r;
+}
+
+struct batch_comparison {
+    double worst_nmse = 0;     // batched-step logits vs the single-sequence decoder's, all rows and steps
+    int token_mismatches = 0;  // argmax of the batched step vs that of the single-sequence step
+    int steps = 0;
+};
+
+// n_seq sequences (prompts of different lengths through the batch's prefill) decoded greedily together for
+// n_steps batched steps; then each sequence alone through the single-sequence decoder (prefill + forward) with
+// the same tokens. The last step leaves sequence 0 out, so that steps over a subset are covered too.
+inline batch_comparison compare_batch(const std::string& path, int n_seq, int n_steps) {
+    auto g = gguf_file::open(path);
+    const uint32_t n_ctx = uint32_t(8 + 3 * n_seq + n_steps + 1);
+    auto d = cuda::decoder::load(g, n_ctx);
+    auto batch = d->make_batch(n_seq, n_ctx);
+    const uint32_t V = d->config().n_vocab;
+    std::vector<std::vector<int32_t>> fed(static_cast<size_t>(n_seq));  // tokens appended by the batched steps
+    std::vector<std::vector<std::vector<float>>> logits(static_cast<size_t>(n_seq));
+    std::vector<int32_t> next(static_cast<size_t>(n_seq));
+    for (int s = 0; s < n_seq; s++) {
+        const auto p = prompt_tokens(V, s, 4 + 3 * s);
+        const auto l = batch->prefill(s, p);
+        next[size_t(s)] = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    }
+    batch_comparison r;
+    for (int i = 0; i < n_steps; i++) {
+        std::vector<int32_t> toks, seqs;
+        for (int s = (i == n_steps - 1 && n_seq > 1) ? 1 : 0; s < n_seq; s++) {
+            toks.push_back(next[size_t(s)]);
+            seqs.push_back(s);
+        }
+        const auto l = batch->step(toks, seqs);
+        for (size_t k = 0; k < seqs.size(); k++) {
+            const auto row = l.subspan(k * V, V);
+            const size_t s = size_t(seqs[k]);
+            fed[s].push_back(toks[k]);
+            logits[s].emplace_back(row.begin(), row.end());
+            next[s] = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+        }
+        r.steps++;
+    }
+    for (int s = 0; s < n_seq; s++) {
+        d->reset();
+        d->forward_prefill(prompt_tokens(V, s, 4 + 3 * s));
+        for (size_t i = 0; i < fed[size_t(s)].size(); i++) {
+            const auto l = d->forward(fed[size_t(s)][i]);
+            const auto& b = logits[size_t(s)][i];
+            r.worst_nmse = std::max(r.worst_nmse, nmse(b, l));
+            const auto am_single = std::max_element(l.begin(), l.end()) - l.begin();
+            const auto am_batch = std::max_element(b.begin(), b.end()) - b.begin();
+            if (am_single != am_batch) r.token_mismatches++;
+        }
+    }
+    return r;
+}
+
+struct batch_greedy_comparison {
+    int mismatches = 0;  // sequences whose greedy tokens differ from the single-sequence decoder's
+    int first_mismatch_step = -1;
+};
+
+// n_seq sequences greedy for n_steps with step_greedy() vs each alone with forward_greedy().
+inline batch_greedy_comparison compare_batch_greedy(const std::string& path, int n_seq, int n_steps) {
+    auto g = gguf_file::open(path);
+    const uint32_t n_ctx = uint32_t(8 + 3 * n_seq + n_steps + 1);
+    auto d = cuda::decoder::load(g, n_ctx);
+    auto batch = d->make_batch(n_seq, n_ctx);
+    const uint32_t V = d->config().n_vocab;
+    std::vector<int32_t> next(static_cast<size_t>(n_seq)), seqs(static_cast<size_t>(n_seq));
+    std::vector<std::vector<int32_t>> got(static_cast<size_t>(n_seq));
+    for (int s = 0; s < n_seq; s++) {
+        const auto l = batch->prefill(s, prompt_tokens(V, s, 4 + 3 * s));
+        next[size_t(s)] = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        seqs[size_t(s)] = s;
+    }
+    for (int i = 0; i < n_steps; i++) {
+        const auto out = batch->step_greedy(next, seqs);
+        for (int s = 0; s < n_seq; s++) got[size_t(s)].push_back(next[size_t(s)] = out[size_t(s)]);
+    }
+    batch_greedy_comparison r;
+    for (int s = 0; s < n_seq; s++) {
+        d->reset();
+        const auto l = d->forward_prefill(prompt_tokens(V, s, 4 + 3 * s));
+        int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        for (int i = 0; i < n_steps; i++) {
+            t = d->forward_greedy(t);
+            if (t != got[size_t(s)][size_t(i)]) {
+                r.mismatches++;
+                if (r.first_mismatch_step < 0 || i < r.first_mismatch_step) r.first_mismatch_step = i;
+                break;
+            }
+        }
+    }
+    return r;
+}
+
 }  // namespace memtile::test

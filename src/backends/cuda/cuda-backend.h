@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "core/dtype.h"
 #include "models/model-config.h"
@@ -41,6 +42,28 @@ bandwidth_probe probe_bandwidth();
 // bytes streamed (median). For locating the gap between the decode step and the bandwidth limit.
 double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
 
+// TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
+// the tensor-core reference for the prefill figures.
+double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps);
+
+// The batched products on tensor cores against the dp4a/FMA kernels (their reference): random [n_out, n_in]
+// weight of type t, random activations of n_rows sequences; NMSE of the tensor-core results.
+double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed);
+
+class batch_decoder;
+
+// Process-wide knobs of the prefill pass and the batched decoder, for checks and benchmarks (defaults are the
+// fast paths); batched decoders read them when they first capture a batch size.
+struct prefill_options {
+    bool reference_attention = false;  // scalar attention kernel instead of the tensor-core one
+    // f16 scratch per dequantized weight slice: whole matrices measured faster than L2-sized slices
+    // (Q4_K_M pp512 22,370 vs 19,309 tok/s with 32 MiB slices, docs/cuda.md).
+    uint64_t dequant_chunk_bytes = 256ull << 20;
+    bool reference_batch_products = false;  // batched decode: dp4a/FMA kernels instead of tensor-core MMA
+};
+void set_prefill_options(const prefill_options& o);
+prefill_options get_prefill_options();
+
 class decoder {
 public:
     // Weights from a GGUF file (llama, qwen2, phi3); n_ctx positions of f16 KV cache on the device.
@@ -60,9 +83,44 @@ public:
     virtual uint32_t used() const = 0;
     virtual void reset() = 0;                      // empties the KV cache
     virtual void truncate(uint32_t n_tokens) = 0;  // forgets positions >= n_tokens (later steps overwrite them)
+
+    // Prefill: appends `tokens` at positions used().. in passes of up to 1024 tokens (weights dequantized
+    // slice by slice to f16 and multiplied by cuBLAS on tensor cores, flash-style causal attention), writing
+    // the KV cache that forward() then reads; returns the logits of the last token ([n_vocab], valid until the
+    // next call). Models the pass does not cover (embedding width not a multiple of 8) go token by token.
+    virtual std::span<const float> forward_prefill(std::span<const int32_t> tokens) = 0;
+    // Seconds of one prefill of n tokens from an empty cache (median of reps after a warm-up); empties the cache.
+    virtual double bench_prefill(int n_tokens, int reps) = 0;
+    // Up to max_seq (<= 16) sequences decoded together, each with its own KV cache of n_ctx positions; shares
+    // this decoder's weights (the decoder must outlive it).
+    virtual std::unique_ptr<batch_decoder> make_batch(int max_seq, uint32_t n_ctx) = 0;
     // Weight bytes read per decode step (every matrix once, one embedding row), excluding the KV cache.
     virtual uint64_t streamed_bytes_per_token() const = 0;
     virtual std::string summary() const = 0;  // tensor types and device memory, one line
+};
+
+// Batched decode (continuous batching): one step appends one token to each of B sequences; every weight is
+// read once per step for all B (skinny products), attention stays per sequence. Sequence ids 0..max_seq-1.
+class batch_decoder {
+public:
+    virtual ~batch_decoder() = default;
+    virtual int max_sequences() const = 0;
+    virtual uint32_t used(int seq) const = 0;
+    virtual void reset(int seq) = 0;                        // empties that sequence's KV cache
+    virtual void truncate(int seq, uint32_t n_tokens) = 0;  // forgets that sequence's positions >= n_tokens
+    // The prompt of sequence `seq` through the prefill pass; returns its last logits ([n_vocab]).
+    virtual std::span<const float> prefill(int seq, std::span<const int32_t> tokens) = 0;
+    // Appends tokens[i] to sequence seqs[i] (distinct ids) in one step; returns the logits [B, n_vocab], row i
+    // for seqs[i] (valid until the next call).
+    virtual std::span<const float> step(std::span<const int32_t> tokens, std::span<const int32_t> seqs) = 0;
+    // As step, but returns the argmax of each row (on the GPU; ties: lowest id).
+    virtual std::span<const int32_t> step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> seqs) = 0;
+    // n greedy steps of sequences 0..b-1 back to back on the device after `warmup` untimed ones, from empty
+    // caches; returns seconds for the n steps (aggregate tok/s = b * n / seconds).
+    virtual double bench(int b, int n, int warmup, int32_t first_token) = 0;
+    // Op check on the model's own weights: every product for n random activation rows on tensor cores vs the
+    // dp4a/FMA kernels; the worst NMSE and where.
+    virtual std::pair<double, std::string> check_products(int n) = 0;
 };
 
 }  // namespace memtile::cuda

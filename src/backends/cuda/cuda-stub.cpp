@@ -27,6 +27,16 @@ bandwidth_probe probe_bandwidth() {
 double bench_matvec(dtype, int64_t, int64_t, int) {
     not_compiled();
 }
+double check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {
+    not_compiled();
+}
+double bench_gemm_f16(int, int64_t, int64_t, int) {
+    not_compiled();
+}
+void set_prefill_options(const prefill_options&) {}
+prefill_options get_prefill_options() {
+    return {};
+}
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {
     not_compiled();
 }

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "gguf/gguf-file.h"
@@ -52,6 +53,7 @@ public:
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     }
     ~cuda_decoder() override {
+        prefill_.reset();  // its cuBLAS handle uses stream_
         if (exec_) cudaGraphExecDestroy(exec_);
         if (stream_) cudaStreamDestroy(stream_);
         if (host_io_) cudaFreeHost(host_io_);
@@ -189,7 +191,84 @@ public:
         return double(ms) / 1e3;
     }
 
+    std::span<const float> forward_prefill(std::span<const int32_t> tokens) override {
+        if (tokens.empty()) fail("cuda", "prefill of no tokens");
+        if (used_ + tokens.size() > n_ctx_)
+            fail("cuda", "context overflow: {} + {} tokens exceed the context of {}", used_, tokens.size(), n_ctx_);
+        const model_view v = view();
+        if (!prefill_pass::supported(v)) {
+            std::span<const float> last;
+            for (int32_t t : tokens) last = forward(t);
+            return last;
+        }
+        for (int32_t t : tokens)
+            if (t < 0 || uint32_t(t) >= cfg_.n_vocab)
+                fail("cuda", "token id {} is outside the vocabulary (0..{})", t, cfg_.n_vocab - 1);
+        if (!prefill_) prefill_ = std::make_unique<prefill_pass>(v, stream_);
+        const int64_t layer_kv = int64_t(n_ctx_) * cfg_.kv_dim();
+        prefill_->run(tokens, k_cache_, v_cache_, layer_kv, int(used_), logits_);
+        check(cudaMemcpyAsync(logits_host_.data(), logits_, logits_host_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream_),
+              "copy logits");
+        check(cudaStreamSynchronize(stream_), "prefill");
+        used_ += uint32_t(tokens.size());
+        return logits_host_;
+    }
+
+    double bench_prefill(int n_tokens, int reps) override {
+        if (n_tokens < 1 || uint32_t(n_tokens) > n_ctx_)
+            fail("cuda", "bench of a {}-token prefill in a context of {}", n_tokens, n_ctx_);
+        std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+        for (size_t i = 0; i < tokens.size(); i++) tokens[i] = int32_t((17 + 7919 * i) % cfg_.n_vocab);
+        std::vector<double> secs;
+        cudaEvent_t a, b;
+        check(cudaEventCreate(&a), "cudaEventCreate");
+        check(cudaEventCreate(&b), "cudaEventCreate");
+        for (int r = 0; r <= reps; r++) {
+            used_ = 0;
+            check(cudaEventRecord(a, stream_), "cudaEventRecord");
+            forward_prefill(tokens);
+            check(cudaEventRecord(b, stream_), "cudaEventRecord");
+            check(cudaEventSynchronize(b), "prefill");
+            float ms = 0;
+            check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+            if (r > 0) secs.push_back(double(ms) / 1e3);
+        }
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        used_ = 0;
+        std::sort(secs.begin(), secs.end());
+        return secs.empty() ? 0.0 : secs[secs.size() / 2];
+    }
+
+    std::unique_ptr<batch_decoder> make_batch(int max_seq, uint32_t n_ctx) override {
+        return make_batch_decoder(view(), max_seq, n_ctx);
+    }
+
 private:
+    // The weights as prefill.cpp sees them (copies of the tables, pointers into this decoder's memory).
+    model_view view() const {
+        model_view v;
+        v.cfg = &cfg_;
+        v.tok_embd = tok_embd_;
+        v.output = output_;
+        v.output_norm = output_norm_;
+        v.freq = freq_;
+        v.factors = factors_;
+        for (const auto& L : layers_) {
+            layer_view lv;
+            lv.attn_norm = L.attn_norm;
+            lv.ffn_norm = L.ffn_norm;
+            lv.bias = L.bias;
+            for (const auto& p : L.qkv) lv.qkv.push_back({p.w, p.offset});
+            for (const auto& p : L.gate_up) lv.gate_up.push_back({p.w, p.offset});
+            lv.wo = L.wo;
+            lv.down = L.down;
+            v.layers.push_back(std::move(lv));
+        }
+        return v;
+    }
+
     void* alloc(size_t bytes) {
         void* p = nullptr;
         check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
@@ -368,6 +447,7 @@ private:
     int32_t* host_io_ = nullptr;  // pinned host mirror
     int n_split_ = 1;
     std::vector<float> logits_host_;
+    std::unique_ptr<prefill_pass> prefill_;
 };
 
 source source_of(const gguf_tensor_info& t) {

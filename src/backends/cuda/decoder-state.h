@@ -1,0 +1,46 @@
+// The uploaded model as the prefill and batched-decode paths (prefill.cpp) see it: weights in the device layout
+// of cuda-kernels.h, per layer, plus what the decode step's RoPE needs. Copied from the decoder's own tables
+// (decoder.cpp), pointers into its device memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "backends/cuda/cuda-kernels.h"
+#include "models/model-config.h"
+
+namespace memtile::cuda {
+
+// A product whose output columns start at `offset` of the destination rows (Q/K/V and gate/up share one).
+struct view_part {
+    gpu_weight w;
+    int64_t offset = 0;
+};
+
+struct layer_view {
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float* bias = nullptr;  // [q_dim + 2 kv_dim] or null
+    std::vector<view_part> qkv, gate_up;
+    gpu_weight wo, down;
+};
+
+struct model_view {
+    const model_config* cfg = nullptr;
+    std::vector<layer_view> layers;
+    gpu_weight tok_embd, output;
+    const float* output_norm = nullptr;
+    const float* freq = nullptr;     // [n_rot / 2]
+    const float* factors = nullptr;  // [n_rot / 2] or null
+};
+
+// Activation quantization block of the consumers of one activation: 256 (one scale per 256, as the CPU
+// engine's q8_k) when any is a K format, else 32 (its q8_0), so that integer dot products equal the CPU's.
+inline int consumers_q_block(const std::vector<view_part>& consumers) {
+    for (const auto& p : consumers)
+        if (p.w.type == dtype::q4_k || p.w.type == dtype::q5_k || p.w.type == dtype::q6_k) return 256;
+    return 32;
+}
+
+}  // namespace memtile::cuda

@@ -1,0 +1,304 @@
+// Batched decode products: y[b] = W x[b] for up to 16 sequences, one warp per output row. Each lane takes the
+// same 16-byte weight "tasks" as the batch-1 kernels of matvec.cu (so the arithmetic per sequence is the same),
+// unpacks the quants once into registers and applies them to every sequence's activations: the weights are
+// streamed once per step whatever the batch, the activations (B x a few KB) are re-read from L1/L2.
+#include <cuda_fp16.h>
+
+#include "backends/cuda/prefill-kernels.h"
+
+namespace memtile::cuda {
+namespace {
+
+constexpr int k_warps = 4;
+
+__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
+    return __ldcs(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ int4 load_act(const int8_t* p) {
+    return __ldg(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ float h2f(uint16_t bits) {
+    return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ int word(const int4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
+    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
+    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
+}
+__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
+    if (j < 4) {
+        sc = float(byte_of(h, 4 + j) & 63);
+        mn = float(byte_of(h, 8 + j) & 63);
+    } else {
+        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
+        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
+    }
+}
+__device__ __forceinline__ float bf_lo(int w) {
+    return __uint_as_float(uint32_t(w) << 16);
+}
+__device__ __forceinline__ float bf_hi(int w) {
+    return __uint_as_float(uint32_t(w) & 0xffff0000u);
+}
+
+// Activations of sequence b: xq + b * n_in, xd/xs + b * n_in / 32, x + b * n_in.
+template <dtype T, int NB>
+__global__ void __launch_bounds__(32 * k_warps)
+    matvec_batch_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                        float* y, int64_t y_stride, int accumulate) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row = int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5);
+    if (row >= w.n_out) return;
+    const int n_in = int(w.n_in), ng = n_in / 32;
+    const uint8_t* q = w.q + row * w.q_row_bytes;
+    const uint16_t* d = w.d ? w.d + row * (T == dtype::q6_k ? n_in / 256 : n_in / 32) : nullptr;
+    float acc[NB];
+#pragma unroll
+    for (int b = 0; b < NB; b++) acc[b] = 0;
+    if constexpr (T == dtype::q8_0) {
+        for (int t = lane; t < n_in / 16; t += 32) {
+            const int4 wv = load_stream(q + 16 * t);
+            const float dw = h2f(__ldg(d + t / 2));
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const int4 a = load_act(xq + int64_t(b) * n_in + 16 * t);
+                int s = __dp4a(wv.x, a.x, 0);
+                s = __dp4a(wv.y, a.y, s);
+                s = __dp4a(wv.z, a.z, s);
+                s = __dp4a(wv.w, a.w, s);
+                acc[b] += dw * xd[b * ng + t / 2] * float(s);
+            }
+        }
+    } else if constexpr (T == dtype::q4_0) {
+        for (int t = lane; t < n_in / 32; t += 32) {
+            const int4 wv = load_stream(q + 16 * t);
+            const float dw = h2f(__ldg(d + t));
+            int lo[4], hi[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                lo[k] = word(wv, k) & 0x0f0f0f0f;
+                hi[k] = (word(wv, k) >> 4) & 0x0f0f0f0f;
+            }
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const int4 a0 = load_act(xq + int64_t(b) * n_in + 32 * t),
+                           a1 = load_act(xq + int64_t(b) * n_in + 32 * t + 16);
+                int s = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    s = __dp4a(lo[k], word(a0, k), s);
+                    s = __dp4a(hi[k], word(a1, k), s);
+                }
+                acc[b] += dw * (xd[b * ng + t] * float(s) - 8.0f * xs[b * ng + t]);
+            }
+        }
+    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
+        constexpr bool five = T == dtype::q5_k;
+        for (int t = lane; t < n_in / 64; t += 32) {
+            const int bl = t >> 2, c = t & 3;
+            const uint8_t* blk = q + int64_t(bl) * (five ? 176 : 144);
+            const int4 h = load_stream(blk);
+            const int qs_off = five ? 48 : 16;
+            const int4 w0 = load_stream(blk + qs_off + 32 * c), w1 = load_stream(blk + qs_off + 16 + 32 * c);
+            int4 qh0 = make_int4(0, 0, 0, 0), qh1 = qh0;
+            if (five) {
+                qh0 = load_stream(blk + 16);
+                qh1 = load_stream(blk + 32);
+            }
+            const int s0 = 2 * c, s1 = 2 * c + 1;
+            int L0[4], L1[4], H0[4], H1[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                L0[k] = word(w0, k) & 0x0f0f0f0f;
+                L1[k] = word(w1, k) & 0x0f0f0f0f;
+                H0[k] = (word(w0, k) >> 4) & 0x0f0f0f0f;
+                H1[k] = (word(w1, k) >> 4) & 0x0f0f0f0f;
+                if (five) {
+                    const int hA = word(qh0, k), hB = word(qh1, k);
+                    L0[k] |= ((hA >> s0) & 0x01010101) << 4;
+                    L1[k] |= ((hB >> s0) & 0x01010101) << 4;
+                    H0[k] |= ((hA >> s1) & 0x01010101) << 4;
+                    H1[k] |= ((hB >> s1) & 0x01010101) << 4;
+                }
+            }
+            float sc0, mn0, sc1, mn1;
+            scale_min(h, s0, sc0, mn0);
+            scale_min(h, s1, sc1, mn1);
+            const float dd = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
+            const int g = bl * 8 + 2 * c;
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const int8_t* ax = xq + int64_t(b) * n_in + bl * 256 + 64 * c;
+                const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    lo = __dp4a(L0[k], word(a0, k), lo);
+                    lo = __dp4a(L1[k], word(a1, k), lo);
+                    hi = __dp4a(H0[k], word(a2, k), hi);
+                    hi = __dp4a(H1[k], word(a3, k), hi);
+                }
+                const float* bxd = xd + b * ng;
+                const float* bxs = xs + b * ng;
+                acc[b] += dd * (sc0 * bxd[g] * float(lo) + sc1 * bxd[g + 1] * float(hi)) -
+                          dmin * (mn0 * bxs[g] + mn1 * bxs[g + 1]);
+            }
+        }
+    } else if constexpr (T == dtype::q6_k) {
+        for (int t = lane; t < n_in / 128; t += 32) {
+            const int bl = t >> 1, hh = t & 1;
+            const uint8_t* blk = q + int64_t(bl) * 208;
+            int4 Lw[4], Hw[2];
+#pragma unroll
+            for (int i = 0; i < 4; i++) Lw[i] = load_stream(blk + 64 * hh + 16 * i);
+            Hw[0] = load_stream(blk + 128 + 32 * hh);
+            Hw[1] = load_stream(blk + 144 + 32 * hh);
+            const int4 sc = load_stream(blk + 192);
+            int qv[4][8];
+            float s0[4], s1[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    const int lw = word(Lw[(j & 1) * 2 + k / 4], k % 4);
+                    const int hw = word(Hw[k / 4], k % 4);
+                    qv[j][k] = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
+                }
+                s0[j] = float(int8_t(byte_of(sc, 8 * hh + 2 * j)));
+                s1[j] = float(int8_t(byte_of(sc, 8 * hh + 2 * j + 1)));
+            }
+            const float dw = h2f(__ldg(d + bl));
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const int8_t* ax = xq + int64_t(b) * n_in + bl * 256 + 128 * hh;
+                float part = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
+                    int sum[2] = {0, 0}, dot[2] = {0, 0};
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const int av = word(k < 4 ? a0 : a1, k % 4);
+                        sum[k / 4] = __dp4a(0x01010101, av, sum[k / 4]);
+                        dot[k / 4] = __dp4a(qv[j][k], av, dot[k / 4]);
+                    }
+                    part += xd[b * ng + bl * 8 + 4 * hh + j] *
+                            (s0[j] * float(dot[0] - 32 * sum[0]) + s1[j] * float(dot[1] - 32 * sum[1]));
+                }
+                acc[b] += dw * part;
+            }
+        }
+    } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
+        for (int t = lane; t < n_in / 8; t += 32) {
+            const int4 v = load_stream(q + 16 * t);
+            float wf[8];
+            if constexpr (T == dtype::f16) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int wd = word(v, k);
+                    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&wd));
+                    wf[2 * k] = p.x;
+                    wf[2 * k + 1] = p.y;
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    wf[2 * k] = bf_lo(word(v, k));
+                    wf[2 * k + 1] = bf_hi(word(v, k));
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const float4* x4 = reinterpret_cast<const float4*>(x + int64_t(b) * n_in);
+                const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
+                acc[b] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y +
+                          wf[6] * x1.z + wf[7] * x1.w;
+            }
+        }
+    } else {
+        for (int t = lane; t < n_in / 4; t += 32) {
+            const float4 v = __ldcs(reinterpret_cast<const float4*>(q) + t);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const float4 a = __ldg(reinterpret_cast<const float4*>(x + int64_t(b) * n_in) + t);
+                acc[b] += v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+        if (b >= nb) break;
+        const float v = warp_sum(acc[b]);
+        if (lane == 0) {
+            float* yp = y + int64_t(b) * y_stride + row;
+            *yp = accumulate ? *yp + v : v;
+        }
+    }
+}
+
+template <dtype T>
+void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                  float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
+    const unsigned blocks = unsigned((w.n_out + k_warps - 1) / k_warps);
+    const int acc = accumulate ? 1 : 0;
+    if (nb <= 2)
+        matvec_batch_kernel<T, 2><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+    else if (nb <= 4)
+        matvec_batch_kernel<T, 4><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+    else if (nb <= 8)
+        matvec_batch_kernel<T, 8><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+    else
+        matvec_batch_kernel<T, 16><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+}
+
+bool vector_friendly(const gpu_weight& w) {
+    switch (w.type) {
+        case dtype::f16:
+        case dtype::bf16: return w.n_in % 8 == 0;
+        case dtype::f32: return w.n_in % 4 == 0;
+        default: return true;
+    }
+}
+
+}  // namespace
+
+void launch_matvec_batch(const gpu_weight& w, int n_rows, const float* x, const int8_t* xq, const float* xd,
+                         const float* xs, float* y, int64_t y_stride, bool accumulate, bool tensor_cores,
+                         cudaStream_t s) {
+    if (tensor_cores && n_rows >= 2 && matvec_mma_supported(w)) {
+        launch_matvec_mma(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s);
+        return;
+    }
+    if (n_rows == 1 || !vector_friendly(w)) {
+        // One sequence (or rows the vector kernels do not cover): the batch-1 kernel per row.
+        const int64_t ng = w.n_in / 32;
+        for (int b = 0; b < n_rows; b++)
+            launch_matvec(w, x ? x + b * w.n_in : nullptr, xq ? xq + b * w.n_in : nullptr, xd ? xd + b * ng : nullptr,
+                          xs ? xs + b * ng : nullptr, y + b * y_stride, accumulate, s);
+        return;
+    }
+    switch (w.type) {
+        case dtype::q8_0: launch_typed<dtype::q8_0>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::q4_0: launch_typed<dtype::q4_0>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::q4_k: launch_typed<dtype::q4_k>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::q5_k: launch_typed<dtype::q5_k>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::q6_k: launch_typed<dtype::q6_k>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::f16: launch_typed<dtype::f16>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        case dtype::bf16: launch_typed<dtype::bf16>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+        default: launch_typed<dtype::f32>(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s); break;
+    }
+}
+
+}  // namespace memtile::cuda

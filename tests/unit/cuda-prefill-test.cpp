@@ -1,0 +1,74 @@
+// The CUDA prefill pass against the CPU engine and the batched decode step against the single-sequence
+// decoder, on tiny synthetic models (skipped without a CUDA device; the device driver tests/cuda/cuda-check.cpp
+// runs the same checks on more formats and the default model).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backends/cuda/cuda-backend.h"
+#include "support/cuda-checks.h"
+
+namespace memtile {
+namespace {
+
+bool have_device() {
+    return cuda::compiled() && cuda::device_count() > 0;
+}
+
+struct format_case {
+    const char* preset;
+    file_type type;
+    double tolerance;
+};
+
+const format_case k_cases[] = {
+    {"tiny", file_type::f16, 1e-5},      {"tiny", file_type::q8_0, 1e-3},
+    {"tiny", file_type::q4_k_m, 1e-3},   {"tiny-qwen2", file_type::q8_0, 1e-3},
+    {"tiny-phi3", file_type::f16, 1e-5}, {"tiny-llama3", file_type::q4_k_m, 1e-3},
+};
+
+std::string model_path(const format_case& c) {
+    const auto dir = std::filesystem::temp_directory_path() / "memtile-cuda-test";
+    std::filesystem::create_directories(dir);
+    return test::make_synthetic(dir.string(), c.preset, c.type);
+}
+
+TEST(cuda_prefill, logits_and_following_decode_match_the_cpu_engine) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (const auto& c : k_cases) {
+        const auto r = test::compare_prefill(model_path(c), 70, 60, 6);
+        EXPECT_LE(r.prefill_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
+        EXPECT_LE(r.decode_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
+    }
+}
+
+TEST(cuda_prefill, reference_attention_matches_the_cpu_engine) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    cuda::prefill_options o;
+    o.reference_attention = true;
+    cuda::set_prefill_options(o);
+    const auto r = test::compare_prefill(model_path(k_cases[0]), 70, 60, 2);
+    cuda::set_prefill_options({});
+    EXPECT_LE(r.prefill_nmse, k_cases[0].tolerance);
+}
+
+TEST(cuda_batch, batched_steps_equal_single_sequence_steps) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (const auto& c : k_cases) {
+        const auto r = test::compare_batch(model_path(c), 4, 5);
+        EXPECT_LE(r.worst_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(r.token_mismatches, 0) << c.preset << " " << file_type_name(c.type);
+    }
+}
+
+TEST(cuda_batch, tensor_core_products_match_the_dp4a_kernels) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16})
+        for (int nb : {2, 5, 9, 16}) {
+            const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
+            EXPECT_LE(cuda::check_batch_products(t, 768, 272, nb, 3), tol) << dtype_name(t) << " B=" << nb;
+        }
+}
+
+}  // namespace
+}  // namespace memtile
