@@ -2,13 +2,14 @@
 // greedy tokens of stories260K and the default model) and batch-1 decode benchmarks of llama3-8b shapes
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
-//                               [--no-bench] [--bench-only]
+//                               [--no-bench] [--bench-only] [--sweep] [--diag] [--profile]
 #include <fmt/format.h>
 
 #include <cstring>
 #include <filesystem>
 #include <string>
 
+#include "backends/cpu/cpu-isa.h"
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
 #include "models/llama2c-import.h"
@@ -54,6 +55,42 @@ void check_formats(const std::string& dir) {
     }
 }
 
+void check_matvec() {
+    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k,
+                           dtype::q6_k, dtype::f16,  dtype::bf16, dtype::f32};
+    struct shape {
+        int64_t n_in, n_out;
+    };
+    const shape shapes[] = {{256, 512}, {768, 77}, {4096, 130}, {14336, 33}};
+    for (dtype t : types) {
+        const double tol = t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 ? 1e-10 : 1e-9;
+        double worst = 0;
+        std::string each;
+        for (const auto& sh : shapes) {
+            const double e = test::compare_matvec(t, sh.n_in, sh.n_out, uint64_t(sh.n_in + sh.n_out));
+            worst = std::max(worst, e);
+            each += fmt::format(" {}x{} {:.1e}", sh.n_out, sh.n_in, e);
+        }
+        report(worst <= tol, fmt::format("matvec {:<5} vs CPU matmul, NMSE:{} (tol {:.0e})", dtype_name(t), each, tol));
+    }
+}
+
+// Where the tiny Q8_0 logits differ from the CPU engine: repeat the comparison, and with each CPU path.
+void diagnose_q8_0(const std::string& dir) {
+    const std::string path = test::make_synthetic(dir, "tiny", file_type::q8_0);
+    for (const char* isa : {"auto", "auto", "avx2", "scalar"}) {
+        try {
+            cpu::force_isa(isa);
+            const auto r = test::compare_logits(path, 16);
+            fmt::print("  diag tiny Q8_0, CPU path {} ({}): worst NMSE {:.3e}\n", isa,
+                       cpu::matmul_path(dtype::q8_0), r.worst_nmse);
+        } catch (const std::exception& e) {
+            fmt::print("  diag tiny Q8_0, CPU path {}: {}\n", isa, e.what());
+        }
+    }
+    cpu::force_isa("auto");
+}
+
 void check_greedy(const std::string& name, const std::string& path, int n) {
     try {
         const auto r = test::compare_greedy(path, 1, n);
@@ -66,7 +103,7 @@ void check_greedy(const std::string& name, const std::string& path, int n) {
     }
 }
 
-void bench(const cuda::bandwidth_probe& bw) {
+void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     fmt::print("\nmatvec alone (one [n_out x n_in] product, cold weights, GB/s of weight bytes):\n");
     const dtype types[] = {dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_0, dtype::q4_0, dtype::f16, dtype::bf16};
     for (dtype t : types) {
@@ -74,6 +111,24 @@ void bench(const cuda::bandwidth_probe& bw) {
                      c = cuda::bench_matvec(t, 4096, 4096, 20);
         fmt::print("  {:<5} 4096->14336 {:7.0f}  14336->4096 {:7.0f}  4096->4096 {:7.0f}  ({:.2f} of probe)\n",
                    dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
+    }
+    if (sweep) {
+        fmt::print("\nblock shapes (rows x warps), GB/s, 20 launches in one graph:\n");
+        const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}};
+        struct mat {
+            int64_t n_in, n_out;
+        };
+        const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}};
+        for (dtype t : {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::f16}) {
+            for (const auto& m : mats) {
+                std::string line = fmt::format("  {:<5} {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);
+                for (const auto& sh : shapes)
+                    line += fmt::format("  {}x{} {:5.0f}", sh[0], sh[1],
+                                        cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]));
+                fmt::print("{}\n", line);
+                std::fflush(stdout);
+            }
+        }
     }
     fmt::print("\nbatch-1 decode, llama3-8b shapes, random weights of each file type's tensor types:\n");
     const auto& preset = find_preset("llama3-8b");
@@ -101,7 +156,7 @@ void bench(const cuda::bandwidth_probe& bw) {
 
 int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
-    bool do_bench = true, do_checks = true;
+    bool do_bench = true, do_checks = true, sweep = false, diag = false, profile = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -114,10 +169,24 @@ int main(int argc, char** argv) {
             do_bench = false;
         else if (a == "--bench-only")
             do_checks = false;
+        else if (a == "--sweep")
+            sweep = true;
+        else if (a == "--diag")
+            diag = true;
+        else if (a == "--profile")
+            profile = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
         fmt::print("SKIPPED: no CUDA device\n");
+        return 0;
+    }
+    if (profile) {
+        // A few matvecs for ncu: each bench_matvec(..., 1) launches its kernel 4 times.
+        cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
+        cuda::bench_matvec(dtype::q4_k, 14336, 4096, 1);
+        cuda::bench_matvec(dtype::q8_0, 4096, 14336, 1);
+        cuda::bench_matvec(dtype::f16, 4096, 14336, 1);
         return 0;
     }
     try {
@@ -125,6 +194,8 @@ int main(int argc, char** argv) {
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
         if (do_checks) {
+            check_matvec();
+            if (diag) diagnose_q8_0(tmp);
             check_formats(tmp);
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";
@@ -133,7 +204,7 @@ int main(int argc, char** argv) {
             }
             if (!kjv.empty()) check_greedy("memtile-kjv-q8_0", kjv, 200);
         }
-        if (do_bench) bench(bw);
+        if (do_bench) bench(bw, sweep);
     } catch (const std::exception& e) {
         report(false, e.what());
     }

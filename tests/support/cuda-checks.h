@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/matmul.h"
 #include "backends/cuda/cuda-backend.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
 #include "models/synthetic-model.h"
 #include "models/transformer.h"
+#include "quant/quant.h"
 
 namespace memtile::test {
 
@@ -61,6 +63,30 @@ inline logits_comparison compare_logits(const std::string& path, int n_steps) {
         r.steps++;
     }
     return r;
+}
+
+// One matvec of [n_out, n_in] random weights of type t (quantized on the host by the CPU engine's quantizer)
+// on random activations, on the GPU and by the CPU engine's matmul; NMSE of the GPU's y. Both quantize the
+// activations the same way and take the same integer dot products, so only float summation order differs.
+inline double compare_matvec(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
+    std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&z] {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
+    };
+    for (auto& v : w) v = next() * 0.05f;
+    for (auto& v : x) v = next();
+    std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
+    cpu::weight_view view{t, rows.data(), n_in, n_out, row_bytes(t, uint64_t(n_in))};
+    auto pw = cpu::prepare_weight(view);
+    std::vector<float> cpu_y(static_cast<size_t>(n_out));
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    cpu::matmul(*pw, x.data(), 1, cpu_y.data(), pool);
+    const auto gpu_y = cuda::matvec_gguf_rows(t, rows.data(), n_in, n_out, x.data());
+    return nmse(gpu_y, cpu_y);
 }
 
 struct greedy_comparison {

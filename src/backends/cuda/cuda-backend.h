@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "models/model-config.h"
@@ -37,9 +38,16 @@ struct bandwidth_probe {
 };
 bandwidth_probe probe_bandwidth();
 
-// One matrix-vector product y = W x on a random [n_out, n_in] weight of type t, repeated; GB/s of weight
-// bytes streamed (median). For locating the gap between the decode step and the bandwidth limit.
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
+// Matrix-vector products y = W x on random [n_out, n_in] weights of type t, `reps` launches back to back in
+// one CUDA graph, each on a cold copy; GB/s of weight bytes streamed. rows/warps: the block shape
+// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
+// step and the bandwidth limit.
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+
+// The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
+// activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
+// checks against the CPU engine's matmul.
+std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
 
 class decoder {
 public:

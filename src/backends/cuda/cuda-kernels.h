@@ -37,6 +37,15 @@ int64_t device_d_row_elems(dtype t, int64_t n_in);
 // Converts n_rows GGUF rows at src into the device layout (host memory; q and d sized by the functions above).
 void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint8_t* q, uint16_t* d);
 
+// Block shape of a matvec launch: output rows per block and warps per block (sharing those rows' columns).
+struct matvec_shape {
+    int rows = 0, warps = 0;  // supported: rows 1 or 2, warps 1, 2 or 4
+};
+// The shape launch_matvec uses for w (or the forced one, when set).
+matvec_shape default_matvec_shape(const gpu_weight& w);
+// Forces one shape on every later launch_matvec ({0, 0}: back to the default); for benchmarks only.
+void force_matvec_shape(matvec_shape shape);
+
 // y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, cudaStream_t s);

@@ -24,7 +24,10 @@ void require_device() {
 bandwidth_probe probe_bandwidth() {
     not_compiled();
 }
-double bench_matvec(dtype, int64_t, int64_t, int) {
+double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
+    not_compiled();
+}
+std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {
