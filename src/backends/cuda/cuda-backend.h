@@ -49,6 +49,10 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 // checks against the CPU engine's matmul.
 std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
 
+// Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
+// MEMTILE_CUDA_PDL=0. Read when a decoder captures its graph; for A/B benchmarks.
+void set_pdl(bool on);
+
 class decoder {
 public:
     // Weights from a GGUF file (llama, qwen2, phi3); n_ctx positions of f16 KV cache on the device.

@@ -30,6 +30,9 @@ double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
 std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
+void set_pdl(bool) {
+    not_compiled();
+}
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {
     not_compiled();
 }

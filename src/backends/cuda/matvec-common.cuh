@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda::detail {
 
@@ -212,7 +213,7 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 template <dtype T, int R, int W>
 __global__ void __launch_bounds__(32 * W)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  int accumulate) {
+                  int accumulate, int prefetch) {
     constexpr int S = 32 * W;  // task stride
     const int tid = threadIdx.x, lane = tid & 31;
     const int64_t row0 = int64_t(blockIdx.x) * R;
@@ -228,6 +229,13 @@ __global__ void __launch_bounds__(32 * W)
         d[r] = w.d ? w.d + row * d_row : nullptr;
         acc[r] = 0;
     }
+    // The weights are constant: their prefetch may overlap the previous kernel (launch.cuh).
+    if (prefetch && tid < R) {
+        prefetch_l2(q[tid], w.q_row_bytes);
+        if (d[tid]) prefetch_l2(d[tid], d_row * 2);
+    }
+    griddep_wait();
+    griddep_launch();
     if constexpr (T == dtype::q8_0) {
 #pragma unroll 2
         for (int t = tid; t < n_in / 16; t += S) task_q8_0<R>(q, d, xq, xd, t, acc);
@@ -300,11 +308,11 @@ __global__ void __launch_bounds__(32 * W)
 template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
-    const int acc = accumulate ? 1 : 0;
+    const int acc = accumulate ? 1 : 0, pf = pdl_enabled() ? 1 : 0;
     const unsigned blocks = unsigned((w.n_out + shape.rows - 1) / shape.rows);
 #define MEMTILE_MATVEC_CASE(R, W)                                                           \
     if (shape.rows == R && shape.warps == W) {                                              \
-        matvec_kernel<T, R, W><<<blocks, 32 * W, 0, s>>>(w, x, xq, xd, xs, y, acc);        \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * W, s, w, x, xq, xd, xs, y, acc, pf);   \
         return;                                                                             \
     }
     MEMTILE_MATVEC_CASE(1, 1)
@@ -314,7 +322,7 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    matvec_kernel<T, 2, 1><<<unsigned((w.n_out + 1) / 2), 32, 0, s>>>(w, x, xq, xd, xs, y, acc);
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 1) / 2), 32, s, w, x, xq, xd, xs, y, acc, pf);
 }
 
 // Per family (defined in its .cu file).

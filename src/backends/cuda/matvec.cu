@@ -62,6 +62,8 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
 }
 
 __global__ void embed_kernel(gpu_weight w, const int32_t* token, float* x) {
+    griddep_wait();
+    griddep_launch();
     const int64_t r = *token;
     for (int64_t i = threadIdx.x + int64_t(blockIdx.x) * blockDim.x; i < w.n_in; i += int64_t(gridDim.x) * blockDim.x)
         x[i] = dequant_elem(w, r, i);
@@ -98,7 +100,7 @@ void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const 
 }
 
 void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s) {
-    embed_kernel<<<unsigned((w.n_in + 255) / 256), 256, 0, s>>>(w, token, x);
+    launch(embed_kernel, unsigned((w.n_in + 255) / 256), 256, s, w, token, x);
 }
 
 }  // namespace memtile::cuda

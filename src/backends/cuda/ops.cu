@@ -4,12 +4,41 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
+#include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda {
+namespace detail {
+
 namespace {
+bool g_pdl_set = false, g_pdl = true;
+}  // namespace
+
+bool pdl_enabled() {
+    if (!g_pdl_set) {
+        const char* env = std::getenv("MEMTILE_CUDA_PDL");
+        g_pdl = !(env && env[0] == '0');
+        g_pdl_set = true;
+    }
+    return g_pdl;
+}
+
+}  // namespace detail
+
+void set_pdl(bool on) {
+    detail::pdl_enabled();
+    detail::g_pdl = on;
+}
+
+namespace {
+
+using detail::griddep_launch;
+using detail::griddep_wait;
+using detail::launch;
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -53,6 +82,8 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
 template <int NG>
 __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd,
                                 float* xs) {
+    griddep_wait();
+    griddep_launch();
     __shared__ double partial[32];
     __shared__ float scale_s;
     double ss = 0;
@@ -87,6 +118,8 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int 
 // One warp per run of NG groups of 32 of x.
 template <int NG>
 __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
     const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (r >= n / (32 * NG)) return;
@@ -99,6 +132,8 @@ __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd
 // One thread per rotated pair of q and k heads, then the k/v cache write. Grid covers max(q_dim, 2 kv_dim).
 __global__ void rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                                __half* vc) {
+    griddep_wait();
+    griddep_launch();
     const int pos = *pos_p;
     const int q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim, half = p.n_rot / 2;
     const int total = q_dim + 2 * kv_dim;
@@ -137,6 +172,8 @@ template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_partial_kernel(const float* q, const __half* kc, const __half* vc, int n_head, int n_head_kv, int hd,
                         const int32_t* pos_p, float* partial) {
+    griddep_wait();
+    griddep_launch();
     const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n_keys = *pos_p + 1;
@@ -198,6 +235,8 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 
 // Grid n_head: merges the n_split partial states of head h into out[h * hd + d].
 __global__ void attn_combine_kernel(const float* partial, int n_split, int hd, float* out) {
+    griddep_wait();
+    griddep_launch();
     const int h = blockIdx.x;
     const float* p = partial + int64_t(h) * n_split * (hd + 2);
     float M = -INFINITY;
@@ -217,6 +256,8 @@ __global__ void attn_combine_kernel(const float* partial, int n_split, int hd, f
 // gate/up product; with xq, one warp per run of NG groups of 32 (quantized as it is written).
 template <int NG>
 __global__ void swiglu_kernel(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
     if (!xq) {
         const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
         if (i >= n_ff) return;
@@ -239,6 +280,8 @@ __global__ void swiglu_kernel(const float* gu, int64_t n_ff, float* out, int8_t*
 }
 
 __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
+    griddep_wait();
+    griddep_launch();
     __shared__ float bv[32];
     __shared__ int bi[32];
     float best = -INFINITY;
@@ -368,22 +411,22 @@ __global__ void read_l2_kernel(const int4* p, uint64_t n, int passes, int* sink)
 void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
                      float* xs, cudaStream_t s) {
     if (xq && q_block == 256 && n % 256 == 0)
-        rms_norm_kernel<8><<<1, 1024, 0, s>>>(x, w, out, n, eps, xq, xd, xs);
+        launch(rms_norm_kernel<8>, 1, 1024, s, x, w, out, n, eps, xq, xd, xs);
     else
-        rms_norm_kernel<1><<<1, 1024, 0, s>>>(x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
+        launch(rms_norm_kernel<1>, 1, 1024, s, x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
 }
 
 void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     if (q_block == 256 && n % 256 == 0)
-        quantize_kernel<8><<<unsigned((n / 8 + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+        launch(quantize_kernel<8>, unsigned((n / 8 + 255) / 256), 256, s, x, n, xq, xd, xs);
     else
-        quantize_kernel<1><<<unsigned((n + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+        launch(quantize_kernel<1>, unsigned((n + 255) / 256), 256, s, x, n, xq, xd, xs);
 }
 
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                     uint16_t* v_cache, cudaStream_t s) {
-    rope_kv_kernel<<<1, 1024, 0, s>>>(qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
-                                      reinterpret_cast<__half*>(v_cache));
+    launch(rope_kv_kernel, 1, 1024, s, qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
+           reinterpret_cast<__half*>(v_cache));
 }
 
 void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
@@ -393,28 +436,28 @@ void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
     const int nd = (head_dim + 31) / 32;
     if (nd <= 1)
-        attn_partial_kernel<1><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<1>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
     else if (nd <= 2)
-        attn_partial_kernel<2><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<2>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
     else if (nd <= 4)
-        attn_partial_kernel<4><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<4>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
     else
-        attn_partial_kernel<8><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
-    attn_combine_kernel<<<unsigned(n_head), 128, 0, s>>>(partial, n_split, head_dim, out);
+        launch(attn_partial_kernel<8>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+    launch(attn_combine_kernel, unsigned(n_head), 128, s, partial, n_split, head_dim, out);
 }
 
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s) {
     if (xq && q_block == 256 && n_ff % 256 == 0)
-        swiglu_kernel<8><<<unsigned((n_ff / 8 + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+        launch(swiglu_kernel<8>, unsigned((n_ff / 8 + 255) / 256), 256, s, gu, n_ff, out, xq, xd, xs);
     else if (xq && n_ff % 32 == 0)
-        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
+        launch(swiglu_kernel<1>, unsigned((n_ff + 255) / 256), 256, s, gu, n_ff, out, xq, xd, xs);
     else
-        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, nullptr, xd, xs);
+        launch(swiglu_kernel<1>, unsigned((n_ff + 255) / 256), 256, s, gu, n_ff, out, static_cast<int8_t*>(nullptr), xd, xs);
 }
 
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {
-    argmax_kernel<<<1, 1024, 0, s>>>(logits, n, token, pos);
+    launch(argmax_kernel, 1, 1024, s, logits, n, token, pos);
 }
 
 void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s) {
