@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/launch.cuh"
 
@@ -29,6 +28,8 @@ bool pdl_enabled() {
 
 }  // namespace detail
 
+// Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
+void set_pdl(bool on);
 void set_pdl(bool on) {
     detail::pdl_enabled();
     detail::g_pdl = on;
