@@ -79,6 +79,13 @@ void check_matvec() {
             each += fmt::format(" {}x{} {:.1e}", sh.n_out, sh.n_in, e);
         }
         report(worst <= tol, fmt::format("matvec {:<5} vs CPU matmul, NMSE:{} (tol {:.0e})", dtype_name(t), each, tol));
+        try {
+            const double e = test::compare_embedding(t, 768, 40, 5);
+            report(e <= 1e-6, fmt::format("embedding {:<5} vs CPU dequantize_row, worst relative error {:.1e}",
+                                          dtype_name(t), e));
+        } catch (const std::exception& ex) {
+            report(false, fmt::format("embedding {}: {}", dtype_name(t), ex.what()));
+        }
     }
 }
 
@@ -129,6 +136,33 @@ void diagnose_determinism(const std::string& dir) {
     }
 }
 
+// At the first step where greedy tokens differ: the CPU's two best logits and the GPU's values for them.
+void diagnose_greedy(const std::string& path, int n) {
+    auto m = transformer::load(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    forward_context ctx(*m, uint32_t(n + 1), dtype::f16, pool);
+    auto d = cuda::decoder::load(gguf_file::open(path), uint32_t(n + 1));
+    int32_t t = 1;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        const auto cl = ctx.forward(std::span<const int32_t>(&t, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        const auto gl = d->forward(t);
+        const std::vector<float> gpu(gl.begin(), gl.end());
+        worst = std::max(worst, test::nmse(gpu, cpu));
+        const auto c1 = int32_t(std::max_element(cpu.begin(), cpu.end()) - cpu.begin());
+        const auto g1 = int32_t(std::max_element(gpu.begin(), gpu.end()) - gpu.begin());
+        if (c1 != g1) {
+            fmt::print("  diag greedy: step {} CPU picks {} ({:.7g} vs {} {:.7g}), GPU has {:.7g} and {:.7g}; worst NMSE "
+                       "so far {:.1e}\n",
+                       i, c1, cpu[size_t(c1)], g1, cpu[size_t(g1)], gpu[size_t(c1)], gpu[size_t(g1)], worst);
+            return;
+        }
+        t = c1;
+    }
+    fmt::print("  diag greedy: {} steps equal, worst NMSE {:.1e}\n", n, worst);
+}
+
 void check_greedy(const std::string& name, const std::string& path, int n) {
     try {
         const auto r = test::compare_greedy(path, 1, n);
@@ -151,8 +185,8 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                    dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
     }
     if (sweep) {
-        fmt::print("\nblock shapes (rows x warps), GB/s, 20 launches in one graph, without / with PDL + L2 prefetch:\n");
-        const int shapes[][2] = {{1, 1}, {2, 1}, {2, 2}, {2, 4}};
+        fmt::print("\nblock shapes (rows x warps per row), GB/s, 20 launches in one graph, without / with PDL:\n");
+        const int shapes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 4}};
         struct mat {
             int64_t n_in, n_out;
         };
@@ -177,9 +211,10 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
         // A/B in one run: the same graph without and with programmatic dependent launch.
-        for (bool pdl : {false, true}) {
+        for (int mode = 0; mode < 3; mode++) {
+            const bool pdl = mode > 0;
             try {
-                cuda::set_pdl(pdl);
+                cuda::set_pdl(pdl, mode == 2);
                 auto d = cuda::decoder::random(preset.config, ft, 512, 11);
                 const int n = 128, warm = 16;
                 const double s = d->bench_decode(n, warm, 1);
@@ -188,9 +223,9 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                 const double limit = bw.hbm_read_gbs * 1e9 / bytes;
                 fmt::print("  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
                            "{:.3f}\n",
-                           file_type_name(ft), pdl ? "pdl   " : "no-pdl", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
+                           file_type_name(ft), mode == 0 ? "no-pdl  " : mode == 1 ? "pdl     " : "pdl+pref", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
                            tps / limit);
-                if (pdl) fmt::print("          {}\n", d->summary());
+                if (mode == 2) fmt::print("          {}\n", d->summary());
                 std::fflush(stdout);
             } catch (const std::exception& e) {
                 report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
@@ -229,7 +264,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (profile) {
-        // A few matvecs for ncu: each bench_matvec(..., 1) launches its kernel 4 times.
+        // One decode step of llama3-8b shapes (Q4_K_M; kernels in order), then a few matvecs for ncu: each
+        // bench_matvec(..., 1) launches its kernel 4 times.
+        {
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, file_type::q4_k_m, 64, 11);
+            d->bench_decode(2, 0, 1);
+        }
         cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
         cuda::bench_matvec(dtype::q4_k, 14336, 4096, 1);
         cuda::bench_matvec(dtype::q8_0, 4096, 14336, 1);
@@ -253,7 +293,7 @@ int main(int argc, char** argv) {
                 check_greedy("stories260K", g, 200);
             }
             if (!kjv.empty()) check_greedy("memtile-kjv-q8_0", kjv, 200);
-            if (!kjv.empty() && diag) check_greedy("memtile-kjv-q8_0 (again)", kjv, 200);
+            if (!kjv.empty() && diag) diagnose_greedy(kjv, 200);
         }
         if (do_bench) bench(bw, sweep);
     } catch (const std::exception& e) {

@@ -89,6 +89,30 @@ inline double compare_matvec(dtype t, int64_t n_in, int64_t n_out, uint64_t seed
     return nmse(gpu_y, cpu_y);
 }
 
+// Largest |difference| between the GPU's embedding gather of a few rows and the CPU's dequantize_row (both
+// elementwise d * scale * q (- min) products: equal up to float contraction).
+inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
+    std::vector<float> w(static_cast<size_t>(n_in * n_out));
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (auto& v : w) {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        v = float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0) * 0.05f;
+    }
+    std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
+    const size_t rb = row_bytes(t, uint64_t(n_in));
+    double worst = 0;
+    for (int32_t r : {0, int32_t(n_out / 2), int32_t(n_out - 1)}) {
+        std::vector<float> ref(static_cast<size_t>(n_in));
+        dequantize_row(t, rows.data() + size_t(r) * rb, ref.data(), n_in);
+        const auto g = cuda::embed_gguf_row(t, rows.data(), n_in, n_out, r);
+        for (size_t i = 0; i < ref.size(); i++)
+            worst = std::max(worst, double(std::fabs(g[i] - ref[i])) / (std::fabs(double(ref[i])) + 1e-6));
+    }
+    return worst;
+}
+
 struct greedy_comparison {
     std::vector<int32_t> cpu, gpu;
     int first_mismatch = -1;

@@ -48,10 +48,13 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
 // checks against the CPU engine's matmul.
 std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
+// The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
+std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
 // Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
-// MEMTILE_CUDA_PDL=0. Read when a decoder captures its graph; for A/B benchmarks.
-void set_pdl(bool on);
+// MEMTILE_CUDA_PDL=0; prefetch: the matvec kernels prefetch their rows into L2 first (off by default,
+// measured slower). Read when a graph is captured; for A/B benchmarks.
+void set_pdl(bool on, bool prefetch = false);
 
 class decoder {
 public:

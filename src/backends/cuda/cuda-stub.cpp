@@ -30,7 +30,10 @@ double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
 std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
-void set_pdl(bool) {
+std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {
+    not_compiled();
+}
+void set_pdl(bool, bool) {
     not_compiled();
 }
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {

@@ -14,6 +14,7 @@
 namespace memtile::cuda::detail {
 
 bool pdl_enabled();
+bool prefetch_enabled();  // matvec rows prefetched into L2 before the wait (off unless set)
 
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");

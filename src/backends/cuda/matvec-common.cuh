@@ -1,7 +1,7 @@
 // Decode matrix-vector kernels (shared by matvec.cu, matvec-kquant.cu and matvec-float.cu, which each
 // instantiate one family of formats so that nvcc compiles them in parallel).
 //
-// A block of W warps takes R output rows. A row is cut into "tasks" of whole 16-byte chunks (a Q8_0 half
+// A block of 4 warps takes 4 / W groups of R output rows, W warps per group. A row is cut into "tasks" of whole 16-byte chunks (a Q8_0 half
 // block, a Q4_0 block, a quarter of a Q4_K/Q5_K super-block, half a Q6_K super-block, 8 f16/bf16 or 4 f32
 // elements); thread i of the block takes tasks i, i + 32 W, ..., so a warp's loads of one instruction cover a
 // contiguous span of the row. R rows per block share each activation load (R = 2 halves the L1 traffic of
@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/launch.cuh"
@@ -209,14 +211,20 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
     return t == dtype::f16 ? h2f(b) : __uint_as_float(uint32_t(b) << 16);
 }
 
-// Block: W warps on rows R * blockIdx.x + r, r < R (rows past n_out repeat the last row and are not stored).
+constexpr int k_block_warps = 4;
+
+// Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
+// (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
+// Prefetch (flag): each group first prefetches its rows into L2.
 template <dtype T, int R, int W>
-__global__ void __launch_bounds__(32 * W)
+__global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   int accumulate, int prefetch) {
     constexpr int S = 32 * W;  // task stride
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int64_t row0 = int64_t(blockIdx.x) * R;
+    constexpr int G = k_block_warps / W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
+    const int tid = (warp % W) * 32 + lane;  // index within the group
+    const int64_t row0 = (int64_t(blockIdx.x) * G + group) * R;
     const int n_in = int(w.n_in);
     const int64_t d_row = T == dtype::q6_k ? n_in / 256 : n_in / 32;
     const uint8_t* q[R];
@@ -230,10 +238,12 @@ __global__ void __launch_bounds__(32 * W)
         acc[r] = 0;
     }
     // The weights are constant: their prefetch may overlap the previous kernel (launch.cuh).
-    if (prefetch && tid < R) {
-        prefetch_l2(q[tid], w.q_row_bytes);
-        if (d[tid]) prefetch_l2(d[tid], d_row * 2);
-    }
+    if (prefetch && tid == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            prefetch_l2(q[r], w.q_row_bytes);
+            if (d[r]) prefetch_l2(d[r], d_row * 2);
+        }
     griddep_wait();
     griddep_launch();
     if constexpr (T == dtype::q8_0) {
@@ -286,15 +296,15 @@ __global__ void __launch_bounds__(32 * W)
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
     if constexpr (W > 1) {
-        __shared__ float part[W][R];
+        __shared__ float part[k_block_warps][R];
         if (lane == 0)
 #pragma unroll
-            for (int r = 0; r < R; r++) part[tid >> 5][r] = v[r];
+            for (int r = 0; r < R; r++) part[warp][r] = v[r];
         __syncthreads();
         if (tid >= R) return;
         float s = 0;
 #pragma unroll
-        for (int k = 0; k < W; k++) s += part[k][tid];
+        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
         if (row0 + tid < w.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
     } else {
         if (lane == 0)
@@ -308,11 +318,12 @@ __global__ void __launch_bounds__(32 * W)
 template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
-    const int acc = accumulate ? 1 : 0, pf = pdl_enabled() ? 1 : 0;
-    const unsigned blocks = unsigned((w.n_out + shape.rows - 1) / shape.rows);
+    const int acc = accumulate ? 1 : 0, pf = prefetch_enabled() ? 1 : 0;
+    const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
+    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
 #define MEMTILE_MATVEC_CASE(R, W)                                                           \
     if (shape.rows == R && shape.warps == W) {                                              \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * W, s, w, x, xq, xd, xs, y, acc, pf);   \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, pf); \
         return;                                                                             \
     }
     MEMTILE_MATVEC_CASE(1, 1)
@@ -322,7 +333,7 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 1) / 2), 32, s, w, x, xq, xd, xs, y, acc, pf);
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, pf);
 }
 
 // Per family (defined in its .cu file).

@@ -102,10 +102,10 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     return gbs[gbs.size() / 2];
 }
 
-std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x) {
-    require_device();
-    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
-    if (n_in % 32 != 0 && matvec_uses_int8(t)) fail("cuda", "matvec: row length {} is not a multiple of 32", n_in);
+namespace {
+
+// Uploads GGUF rows into the device layout (allocations in `arena`).
+gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out) {
     gpu_weight w;
     w.type = t;
     w.n_in = n_in;
@@ -115,13 +115,39 @@ std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, 
     std::vector<uint8_t> hq(size_t(w.q_row_bytes * n_out));
     std::vector<uint16_t> hd(size_t(d_row * n_out));
     repack_rows(t, rows, n_in, n_out, hq.data(), d_row ? hd.data() : nullptr);
-    device_arena arena;
     auto* q = static_cast<uint8_t*>(arena.alloc(hq.size()));
     auto* d = d_row ? static_cast<uint16_t*>(arena.alloc(hd.size() * 2)) : nullptr;
     check(cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice), "upload");
     if (d) check(cudaMemcpy(d, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice), "upload");
     w.q = q;
     w.d = d;
+    return w;
+}
+
+}  // namespace
+
+std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA embedding for {}", dtype_name(t));
+    if (token < 0 || token >= n_out) fail("cuda", "embedding row {} outside 0..{}", token, n_out - 1);
+    device_arena arena;
+    const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
+    auto* tok = static_cast<int32_t*>(arena.alloc(4));
+    auto* x = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    check(cudaMemcpy(tok, &token, 4, cudaMemcpyHostToDevice), "upload");
+    launch_embed(w, tok, x, nullptr);
+    check(cudaGetLastError(), "embedding launch");
+    std::vector<float> out(static_cast<size_t>(n_in));
+    check(cudaMemcpy(out.data(), x, out.size() * 4, cudaMemcpyDeviceToHost), "embedding");
+    return out;
+}
+
+std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
+    if (n_in % 32 != 0 && matvec_uses_int8(t)) fail("cuda", "matvec: row length {} is not a multiple of 32", n_in);
+    device_arena arena;
+    const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
     auto* xg = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
     auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
     auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));

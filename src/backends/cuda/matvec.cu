@@ -77,13 +77,14 @@ void force_matvec_shape(matvec_shape shape) {
     g_forced_shape = shape;
 }
 
-// 2 rows per block share the activation loads (4 was measured slower: fewer warps in flight on the 4,096-row
-// matrices); warps per block so that the grid has about 8,192 warps (one full wave on 132 SMs).
+// From the shape sweep of tests/cuda/cuda-check.cpp (docs/cuda.md): 2 rows per warp share the activation
+// loads of the integer formats (4 was slower: fewer warps in flight on the 4,096-row matrices); the float
+// formats gain nothing from it; Q4_K/Q5_K matrices of few rows split each row over 2 warps.
 matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
-    matvec_shape s{2, 1};
-    while (s.warps < 4 && (w.n_out / s.rows) * s.warps * 2 <= 8192) s.warps *= 2;
-    return s;
+    if (!matvec_uses_int8(w.type)) return {1, 1};
+    if ((w.type == dtype::q4_k || w.type == dtype::q5_k) && w.n_out <= 8192) return {2, 2};
+    return {2, 1};
 }
 
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,

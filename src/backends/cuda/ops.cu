@@ -14,8 +14,12 @@ namespace memtile::cuda {
 namespace detail {
 
 namespace {
-bool g_pdl_set = false, g_pdl = true;
+bool g_pdl_set = false, g_pdl = true, g_prefetch = false;
 }  // namespace
+
+bool prefetch_enabled() {
+    return g_prefetch;
+}
 
 bool pdl_enabled() {
     if (!g_pdl_set) {
@@ -29,10 +33,11 @@ bool pdl_enabled() {
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
-void set_pdl(bool on);
-void set_pdl(bool on) {
+void set_pdl(bool on, bool prefetch);
+void set_pdl(bool on, bool prefetch) {
     detail::pdl_enabled();
     detail::g_pdl = on;
+    detail::g_prefetch = prefetch;
 }
 
 namespace {
