@@ -5,6 +5,7 @@
 //                               [--no-bench] [--bench-only] [--sweep] [--diag] [--profile]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "models/llama2c-import.h"
 #include "models/presets.h"
 #include "models/transformer.h"
+#include "quant/quant.h"
 #include "support/cuda-checks.h"
 
 using namespace memtile;
@@ -136,6 +138,49 @@ void diagnose_determinism(const std::string& dir) {
     }
 }
 
+// Every matrix of a model file through the GPU matvec and the CPU matmul (random activations), and the
+// logits NMSE of the first steps.
+void diagnose_model(const std::string& path) {
+    auto g = gguf_file::open(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    std::string worst_line;
+    double worst = 0;
+    for (const auto& t : g->tensors()) {
+        const dtype ok[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
+        if (t.dims.size() < 2 || std::find(std::begin(ok), std::end(ok), t.type) == std::end(ok)) continue;
+        const auto n_in = int64_t(t.dims[0]), n_out = int64_t(t.n_rows());
+        std::vector<float> x(static_cast<size_t>(n_in));
+        uint64_t z = 99;
+        for (auto& v : x) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            v = float(int64_t(z >> 40) % 2001 - 1000) / 400.0f;
+        }
+        cpu::weight_view view{t.type, t.data, n_in, n_out, row_bytes(t.type, uint64_t(n_in))};
+        auto pw = cpu::prepare_weight(view);
+        std::vector<float> cy(static_cast<size_t>(n_out));
+        cpu::matmul(*pw, x.data(), 1, cy.data(), pool);
+        const auto gy = cuda::matvec_gguf_rows(t.type, t.data, n_in, n_out, x.data());
+        const double e = test::nmse(gy, cy);
+        if (e > 1e-10) fmt::print("  diag {}: {} {} {}x{} NMSE {:.1e}\n", path, t.name, dtype_name(t.type), n_out, n_in, e);
+        if (e >= worst) {
+            worst = e;
+            worst_line = t.name;
+        }
+    }
+    fmt::print("  diag {}: worst matvec NMSE {:.1e} ({})\n", path, worst, worst_line);
+    auto m = transformer::load(path);
+    forward_context ctx(*m, 8, dtype::f16, pool);
+    auto d = cuda::decoder::load(g, 8);
+    std::string steps;
+    for (int i = 0; i < 6; i++) {
+        const int32_t tok = int32_t((7 + 37 * uint32_t(i)) % m->config().n_vocab);
+        const auto cl = ctx.forward(std::span<const int32_t>(&tok, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        steps += fmt::format(" {:.1e}", test::nmse(d->forward(tok), cpu));
+    }
+    fmt::print("  diag {}: logits NMSE per step{}\n", path, steps);
+}
+
 // At the first step where greedy tokens differ: the CPU's two best logits and the GPU's values for them.
 void diagnose_greedy(const std::string& path, int n) {
     auto m = transformer::load(path);
@@ -211,7 +256,7 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
         // A/B in one run: the same graph without and with programmatic dependent launch.
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = 0; mode < 2; mode++) {
             const bool pdl = mode > 0;
             try {
                 cuda::set_pdl(pdl, mode == 2);
@@ -225,7 +270,7 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                            "{:.3f}\n",
                            file_type_name(ft), mode == 0 ? "no-pdl  " : mode == 1 ? "pdl     " : "pdl+pref", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
                            tps / limit);
-                if (mode == 2) fmt::print("          {}\n", d->summary());
+                if (mode == 1) fmt::print("          {}\n", d->summary());
                 std::fflush(stdout);
             } catch (const std::exception& e) {
                 report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
@@ -293,7 +338,11 @@ int main(int argc, char** argv) {
                 check_greedy("stories260K", g, 200);
             }
             if (!kjv.empty()) check_greedy("memtile-kjv-q8_0", kjv, 200);
-            if (!kjv.empty() && diag) diagnose_greedy(kjv, 200);
+            if (!kjv.empty() && diag) {
+                diagnose_greedy(kjv, 200);
+                diagnose_model(kjv);
+                diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
+            }
         }
         if (do_bench) bench(bw, sweep);
     } catch (const std::exception& e) {

@@ -293,7 +293,7 @@ private:
     // The decode step, in stream order (captured once into the graph).
     void record() {
         const auto& c = cfg_;
-        const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+        const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
         cudaStream_t s = stream_;
         int32_t* token = io_;
         int32_t* pos = io_ + 1;
@@ -309,8 +309,7 @@ private:
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             launch_attention(qkv_, kc, vc, int(c.n_head), int(c.n_head_kv), int(c.head_dim), pos, n_split_, partial_,
-                             att_, s);
-            if (matvec_uses_int8(L.wo.type)) launch_quantize(att_, Q, q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
+                             att_, matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
