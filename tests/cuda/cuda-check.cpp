@@ -19,6 +19,7 @@
 #include "models/transformer.h"
 #include "quant/quant.h"
 #include "support/cuda-checks.h"
+#include "support/reference-model.h"
 
 using namespace memtile;
 
@@ -87,6 +88,30 @@ void check_matvec() {
                                           dtype_name(t), e));
         } catch (const std::exception& ex) {
             report(false, fmt::format("embedding {}: {}", dtype_name(t), ex.what()));
+        }
+    }
+}
+
+void check_attention() {
+    struct item {
+        int n_pos, n_head, n_head_kv, head_dim;
+        float amp;
+        bool neox;
+        int n_split;
+    };
+    const item items[] = {{2, 4, 2, 64, 1, false, 1},  {2, 4, 2, 64, 4, false, 1},  {2, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, false, 1},  {9, 6, 2, 64, 4, true, 3},   {40, 32, 8, 128, 2, false, 4},
+                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}};
+    for (const auto& it : items) {
+        try {
+            const double e = test::compare_attention(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
+                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {} splits: "
+                                           "NMSE {:.1e}",
+                                           it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
+                                           it.neox ? "neox" : "normal", it.n_split, e));
+        } catch (const std::exception& ex) {
+            report(false, fmt::format("attention check: {}", ex.what()));
         }
     }
 }
@@ -169,16 +194,27 @@ void diagnose_model(const std::string& path) {
     }
     fmt::print("  diag {}: worst matvec NMSE {:.1e} ({})\n", path, worst, worst_line);
     auto m = transformer::load(path);
-    forward_context ctx(*m, 8, dtype::f16, pool);
+    forward_context ctx(*m, 8, dtype::f16, pool), ctx32(*m, 8, dtype::f32, pool);
     auto d = cuda::decoder::load(g, 8);
-    std::string steps;
+    test::reference_model ref(*g);
+    std::string steps, steps32, ref_gpu, ref_cpu;
     for (int i = 0; i < 6; i++) {
         const int32_t tok = int32_t((7 + 37 * uint32_t(i)) % m->config().n_vocab);
         const auto cl = ctx.forward(std::span<const int32_t>(&tok, 1));
         const std::vector<float> cpu(cl.begin(), cl.end());
-        steps += fmt::format(" {:.1e}", test::nmse(d->forward(tok), cpu));
+        const auto c32 = ctx32.forward(std::span<const int32_t>(&tok, 1));
+        const std::vector<float> cpu32(c32.begin(), c32.end());
+        const auto gl = d->forward(tok);
+        const std::vector<float> gpu(gl.begin(), gl.end());
+        const std::vector<float> r = ref.step(tok);
+        steps += fmt::format(" {:.1e}", test::nmse(gpu, cpu));
+        steps32 += fmt::format(" {:.1e}", test::nmse(cpu32, cpu));
+        ref_gpu += fmt::format(" {:.1e}", test::nmse(gpu, r));
+        ref_cpu += fmt::format(" {:.1e}", test::nmse(cpu, r));
     }
-    fmt::print("  diag {}: logits NMSE per step{}\n", path, steps);
+    fmt::print("  diag {}: logits NMSE per step GPU vs CPU{}; CPU f32 KV vs CPU{}; GPU vs f32 reference{}; CPU vs "
+               "reference{}\n",
+               path, steps, steps32, ref_gpu, ref_cpu);
 }
 
 // At the first step where greedy tokens differ: the CPU's two best logits and the GPU's values for them.
@@ -255,8 +291,9 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     const auto& preset = find_preset("llama3-8b");
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
-        // A/B in one run: the same graph without and with programmatic dependent launch.
-        for (int mode = 0; mode < 2; mode++) {
+        // A/B in one run: the same graph without and with programmatic dependent launch, and with PDL plus
+        // the matvec kernels' L2 prefetch of their first task before the wait.
+        for (int mode = 0; mode < 3; mode++) {
             const bool pdl = mode > 0;
             try {
                 cuda::set_pdl(pdl, mode == 2);
@@ -270,7 +307,7 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                            "{:.3f}\n",
                            file_type_name(ft), mode == 0 ? "no-pdl  " : mode == 1 ? "pdl     " : "pdl+pref", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
                            tps / limit);
-                if (mode == 1) fmt::print("          {}\n", d->summary());
+                if (mode == 2) fmt::print("          {}\n", d->summary());
                 std::fflush(stdout);
             } catch (const std::exception& e) {
                 report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
@@ -327,6 +364,7 @@ int main(int argc, char** argv) {
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
         if (do_checks) {
             check_matvec();
+            check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
                 diagnose_determinism(tmp);

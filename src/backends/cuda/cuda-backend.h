@@ -48,6 +48,11 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
 // checks against the CPU engine's matmul.
 std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
+// The decode step's RoPE + KV write (f16 cache) for positions 0..qkv.size()-1 (qkv[p]: [q_dim + 2 kv_dim] of
+// position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
+// key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv,
+                                   int head_dim, float freq_base, bool neox, int n_split);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 

@@ -213,6 +213,50 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
+__device__ __forceinline__ void prefetch_line(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// L2 prefetch of the weight bytes that task t of each row reads (the loads of the task functions above).
+template <dtype T, int R>
+__device__ __forceinline__ void prefetch_first_task(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t,
+                                                    int n_in) {
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if constexpr (T == dtype::q8_0) {
+            if (t >= n_in / 16) return;
+            prefetch_line(q[r] + 16 * t);
+            prefetch_line(d[r] + t / 2);
+        } else if constexpr (T == dtype::q4_0) {
+            if (t >= n_in / 32) return;
+            prefetch_line(q[r] + 16 * t);
+            prefetch_line(d[r] + t);
+        } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
+            if (t >= n_in / 64) return;
+            constexpr bool five = T == dtype::q5_k;
+            const uint8_t* blk = q[r] + int64_t(t >> 2) * (five ? 176 : 144);
+            const int off = (five ? 48 : 16) + 32 * (t & 3);
+            prefetch_line(blk);
+            prefetch_line(blk + off);
+            prefetch_line(blk + off + 16);
+            if (five) prefetch_line(blk + 32);
+        } else if constexpr (T == dtype::q6_k) {
+            if (t >= n_in / 128) return;
+            const uint8_t* blk = q[r] + int64_t(t >> 1) * 208;
+            const int hh = t & 1;
+            prefetch_line(blk + 64 * hh);
+            prefetch_line(blk + 64 * hh + 48);
+            prefetch_line(blk + 128 + 32 * hh);
+            prefetch_line(blk + 192);
+            prefetch_line(d[r] + (t >> 1));
+        } else {
+            const int elem = T == dtype::f32 ? 4 : 8;
+            if (t >= n_in / elem) return;
+            prefetch_line(q[r] + 16 * t);
+        }
+    }
+}
+
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
 // Prefetch (flag): each group first prefetches its rows into L2.
@@ -237,13 +281,9 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         d[r] = w.d ? w.d + row * d_row : nullptr;
         acc[r] = 0;
     }
-    // The weights are constant: their prefetch may overlap the previous kernel (launch.cuh).
-    if (prefetch && tid == 0)
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            prefetch_l2(q[r], w.q_row_bytes);
-            if (d[r]) prefetch_l2(d[r], d_row * 2);
-        }
+    // The weights are constant: fetching the first task's lines into L2 may overlap the previous kernel
+    // (launch.cuh). For the small matrices (one task per thread) that is all of the matrix.
+    if (prefetch) prefetch_first_task<T, R>(q, d, tid, n_in);
     griddep_wait();
     griddep_launch();
     if constexpr (T == dtype::q8_0) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
@@ -125,6 +126,38 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 }
 
 }  // namespace
+
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv,
+                                   int head_dim, float freq_base, bool neox, int n_split) {
+    require_device();
+    const int n_pos = int(qkv.size());
+    const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
+    if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
+    device_arena arena;
+    auto* buf = static_cast<float*>(arena.alloc(size_t(q_dim + 2 * kv_dim) * 4));
+    auto* kc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* vc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* pos = static_cast<int32_t*>(arena.alloc(4));
+    auto* partial = static_cast<float*>(arena.alloc(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
+    auto* out = static_cast<float*>(arena.alloc(size_t(q_dim) * 4));
+    std::vector<float> freq(size_t(head_dim / 2));
+    for (size_t i = 0; i < freq.size(); i++) freq[i] = std::pow(freq_base, -2.0f * float(i) / float(head_dim));
+    auto* freq_d = static_cast<float*>(arena.alloc(freq.size() * 4));
+    check(cudaMemcpy(freq_d, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice), "upload");
+    const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr};
+    for (int p = 0; p < n_pos; p++) {
+        if (int(qkv[size_t(p)].size()) != q_dim + 2 * kv_dim) fail("cuda", "attention check: bad qkv size");
+        check(cudaMemcpy(buf, qkv[size_t(p)].data(), qkv[size_t(p)].size() * 4, cudaMemcpyHostToDevice), "upload");
+        check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
+        launch_rope_kv(buf, nullptr, rp, pos, kc, vc, nullptr);
+    }
+    launch_attention(buf, kc, vc, n_head, n_head_kv, head_dim, pos, n_split, partial, out, 0, nullptr, nullptr,
+                     nullptr, nullptr);
+    check(cudaGetLastError(), "attention launch");
+    std::vector<float> r(static_cast<size_t>(q_dim));
+    check(cudaMemcpy(r.data(), out, r.size() * 4, cudaMemcpyDeviceToHost), "attention");
+    return r;
+}
 
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token) {
     require_device();
