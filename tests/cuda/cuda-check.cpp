@@ -198,6 +198,7 @@ void diagnose_model(const std::string& path) {
     auto d = cuda::decoder::load(g, 8);
     test::reference_model ref(*g);
     std::string steps, steps32, ref_gpu, ref_cpu;
+    std::vector<float> gpu1, cpu1;
     for (int i = 0; i < 6; i++) {
         const int32_t tok = int32_t((7 + 37 * uint32_t(i)) % m->config().n_vocab);
         const auto cl = ctx.forward(std::span<const int32_t>(&tok, 1));
@@ -207,6 +208,10 @@ void diagnose_model(const std::string& path) {
         const auto gl = d->forward(tok);
         const std::vector<float> gpu(gl.begin(), gl.end());
         const std::vector<float> r = ref.step(tok);
+        if (i == 1) {
+            gpu1 = gpu;
+            cpu1 = cpu;
+        }
         steps += fmt::format(" {:.1e}", test::nmse(gpu, cpu));
         steps32 += fmt::format(" {:.1e}", test::nmse(cpu32, cpu));
         ref_gpu += fmt::format(" {:.1e}", test::nmse(gpu, r));
@@ -215,6 +220,13 @@ void diagnose_model(const std::string& path) {
     fmt::print("  diag {}: logits NMSE per step GPU vs CPU{}; CPU f32 KV vs CPU{}; GPU vs f32 reference{}; CPU vs "
                "reference{}\n",
                path, steps, steps32, ref_gpu, ref_cpu);
+    // The second step's logits once more by the CPU's batch path (both tokens as one prompt).
+    forward_context cb(*m, 8, dtype::f16, pool);
+    const int32_t two[2] = {int32_t(7 % m->config().n_vocab), int32_t(44 % m->config().n_vocab)};
+    const auto bl = cb.forward(std::span<const int32_t>(two, 2));
+    const std::vector<float> batch(bl.begin(), bl.end());
+    fmt::print("  diag {}: step 1 vs the CPU batch path: GPU {:.1e}, CPU decode {:.1e}\n", path,
+               test::nmse(gpu1, batch), test::nmse(cpu1, batch));
 }
 
 // At the first step where greedy tokens differ: the CPU's two best logits and the GPU's values for them.
@@ -266,22 +278,18 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                    dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
     }
     if (sweep) {
-        fmt::print("\nblock shapes (rows x warps per row), GB/s, 20 launches in one graph, without / with PDL:\n");
+        fmt::print("\nblock shapes (rows x warps per row), GB/s, 20 launches in one graph with PDL:\n");
         const int shapes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 4}};
         struct mat {
             int64_t n_in, n_out;
         };
         const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}};
-        for (dtype t : {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::f16}) {
+        for (dtype t : {dtype::q4_k, dtype::q6_k}) {
             for (const auto& m : mats) {
                 std::string line = fmt::format("  {:<5} {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);
-                for (const auto& sh : shapes) {
-                    cuda::set_pdl(false);
-                    const double a = cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]);
-                    cuda::set_pdl(true);
-                    const double b = cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]);
-                    line += fmt::format("  {}x{} {:4.0f}/{:4.0f}", sh[0], sh[1], a, b);
-                }
+                for (const auto& sh : shapes)
+                    line += fmt::format("  {}x{} {:4.0f}", sh[0], sh[1],
+                                        cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]));
                 fmt::print("{}\n", line);
                 std::fflush(stdout);
             }
@@ -291,12 +299,13 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     const auto& preset = find_preset("llama3-8b");
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
-        // A/B in one run: the same graph without and with programmatic dependent launch, and with PDL plus
-        // the matvec kernels' L2 prefetch of their first task before the wait.
-        for (int mode = 0; mode < 3; mode++) {
+        // A/B in one run: the same graph without and with programmatic dependent launch, with PDL plus the
+        // matvec kernels' L2 prefetch of their first task before the wait, and with PDL but RoPE unfused.
+        const char* modes[] = {"no-pdl    ", "pdl       ", "pdl+pref  ", "pdl-unfuse"};
+        for (int mode = 0; mode < 4; mode++) {
             const bool pdl = mode > 0;
             try {
-                cuda::set_pdl(pdl, mode == 2);
+                cuda::set_decode_options(pdl, mode == 2, mode != 3);
                 auto d = cuda::decoder::random(preset.config, ft, 512, 11);
                 const int n = 128, warm = 16;
                 const double s = d->bench_decode(n, warm, 1);
@@ -305,15 +314,16 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
                 const double limit = bw.hbm_read_gbs * 1e9 / bytes;
                 fmt::print("  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
                            "{:.3f}\n",
-                           file_type_name(ft), mode == 0 ? "no-pdl  " : mode == 1 ? "pdl     " : "pdl+pref", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
+                           file_type_name(ft), modes[mode], n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
                            tps / limit);
-                if (mode == 2) fmt::print("          {}\n", d->summary());
+                if (mode == 3) fmt::print("          {}\n", d->summary());
                 std::fflush(stdout);
             } catch (const std::exception& e) {
                 report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
             }
         }
     }
+    cuda::set_decode_options(true, false, true);
 }
 
 }  // namespace
@@ -365,6 +375,10 @@ int main(int argc, char** argv) {
         if (do_checks) {
             check_matvec();
             check_attention();
+            cuda::set_decode_options(true, false, false);
+            fmt::print("  (attention with RoPE unfused:)\n");
+            check_attention();
+            cuda::set_decode_options(true, false, true);
             if (diag) {
                 diagnose_q8_0(tmp);
                 diagnose_determinism(tmp);

@@ -56,10 +56,11 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
-// Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
-// MEMTILE_CUDA_PDL=0; prefetch: the matvec kernels prefetch their rows into L2 first (off by default,
-// measured slower). Read when a graph is captured; for A/B benchmarks.
-void set_pdl(bool on, bool prefetch = false);
+// Options of the decode step's kernels, read when a graph is captured (for A/B benchmarks): pdl,
+// programmatic dependent launch (launch.cuh; on unless set off here or by MEMTILE_CUDA_PDL=0); prefetch, the
+// matvec kernels prefetch their first task's weights into L2 before the PDL wait; fuse_rope, RoPE and the
+// KV write inside the attention kernel.
+void set_decode_options(bool pdl, bool prefetch, bool fuse_rope);
 
 class decoder {
 public:

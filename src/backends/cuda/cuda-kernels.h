@@ -68,12 +68,14 @@ struct rope_params {
 // writes k and v as f16 into row *pos of the layer's caches ([n_ctx, kv_dim] each).
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                     uint16_t* v_cache, cudaStream_t s);
-// Decode attention of one query token (q: [n_head, head_dim]) over cache rows 0..*pos, split over n_split
-// key ranges (partial: n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]);
-// with q_block > 0 also quantizes out into xq/xd/xs (the Wo input, as launch_quantize).
-void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
-                      int head_dim, const int32_t* pos, int n_split, float* partial, float* out, int q_block,
-                      int8_t* xq, float* xd, float* xs, cudaStream_t s);
+// Decode attention of one query token over cache rows 0..*pos, split over n_split key ranges (partial:
+// n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]); with q_block > 0 also
+// quantizes out into xq/xd/xs (the Wo input, as launch_quantize). qkv, bias as launch_rope_kv: RoPE and the
+// cache write of position *pos are done here too (fused into the attention kernel unless set off by
+// set_decode_options, then by launch_rope_kv first).
+void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
+                      uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
+                      float* xs, cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);

@@ -307,9 +307,8 @@ private:
             uint16_t* vc = v_cache_ + il * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
-            launch_attention(qkv_, kc, vc, int(c.n_head), int(c.n_head_kv), int(c.head_dim), pos, n_split_, partial_,
-                             att_, matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
+            launch_attention(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_, att_,
+                             matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);

@@ -40,17 +40,6 @@ __device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
     const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
     return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
 }
-// Scale and min j (0..7) of a Q4_K/Q5_K header vector h (bytes: d, dmin, then the 12 packed scale bytes).
-__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
-    if (j < 4) {
-        sc = float(byte_of(h, 4 + j) & 63);
-        mn = float(byte_of(h, 8 + j) & 63);
-    } else {
-        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
-        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
-    }
-}
-
 // Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
 // adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
 
@@ -95,13 +84,17 @@ __device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const ui
 // bit s of qh[l]; its block is header 16 | qh 32 | qs 128.
 template <int R, bool FIVE>
 __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8_t* xq, const float* xd,
-                                        const float* xs, int t, float (&acc)[R]) {
-    const int b = t >> 2, c = t & 3;
+                                        const float* xs, int t, int c, float (&acc)[R]) {
+    // c = t % 4 is the same for all of a thread's tasks (the task stride is a multiple of 4): the byte
+    // positions of its two scales/mins and the branch between the two packings are loop-invariant.
+    const int b = t >> 2;
     const int8_t* ax = xq + b * 256 + 64 * c;
     const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
     const int g = b * 8 + 2 * c;
-    const float ad0 = xd[g], ad1 = xd[g + 1], as0 = xs[g], as1 = xs[g + 1];
+    const float2 ad = *reinterpret_cast<const float2*>(xd + g), as = *reinterpret_cast<const float2*>(xs + g);
     const int s0 = 2 * c, s1 = 2 * c + 1;
+    const int sh = 8 * (s0 & 3);  // scales/mins s0, s1 sit in bytes s0 % 4 and s0 % 4 + 1 of their words
+    const bool high = c >= 2;     // sub-blocks 4..7: 4 low bits in bytes 8..11, 2 high bits in bytes 0..7
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const uint8_t* blk = q[r] + int64_t(b) * (FIVE ? 176 : 144);
@@ -130,11 +123,14 @@ __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8
             hi = __dp4a(h0, word(a2, k), hi);
             hi = __dp4a(h1, word(a3, k), hi);
         }
-        float sc0, mn0, sc1, mn1;
-        scale_min(h, s0, sc0, mn0);
-        scale_min(h, s1, sc1, mn1);
-        const float d = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
-        acc[r] += d * (sc0 * ad0 * float(lo) + sc1 * ad1 * float(hi)) - dmin * (mn0 * as0 + mn1 * as1);
+        // Two scales (and two mins) at once, one per byte: s0 in bits 0..7, s1 in bits 8..15.
+        const uint32_t y = uint32_t(h.y) >> sh, z = uint32_t(h.z) >> sh, v = uint32_t(h.w) >> sh;
+        const uint32_t sc = high ? (v & 0x0f0fu) | ((y >> 2) & 0x3030u) : y & 0x3f3fu;
+        const uint32_t mn = high ? ((v >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u) : z & 0x3f3fu;
+        const float sc0 = float(sc & 0xffu), sc1 = float((sc >> 8) & 0xffu);
+        const float mn0 = float(mn & 0xffu), mn1 = float((mn >> 8) & 0xffu);
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&h.x));  // d, dmin
+        acc[r] += dd.x * (sc0 * ad.x * float(lo) + sc1 * ad.y * float(hi)) - dd.y * (mn0 * as.x + mn1 * as.y);
     }
 }
 
@@ -143,8 +139,9 @@ __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8
 // j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
 template <int R>
 __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, float (&acc)[R]) {
-    const int b = t >> 1, hh = t & 1;
+                                          const float* xd, int t, int hh, float (&acc)[R]) {
+    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant scale positions.
+    const int b = t >> 1;
     int4 L[R][4], H[R][2], sc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -294,9 +291,9 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         for (int t = tid; t < n_in / 32; t += S) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
     } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
 #pragma unroll 2
-        for (int t = tid; t < n_in / 64; t += S) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, acc);
+        for (int t = tid; t < n_in / 64; t += S) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, tid & 3, acc);
     } else if constexpr (T == dtype::q6_k) {
-        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, acc);
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, tid & 1, acc);
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
         if (n_in % 8 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);

@@ -145,14 +145,13 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
     auto* freq_d = static_cast<float*>(arena.alloc(freq.size() * 4));
     check(cudaMemcpy(freq_d, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice), "upload");
     const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr};
+    // Each position as a decode step does it: RoPE + cache write of position p and attention at p.
     for (int p = 0; p < n_pos; p++) {
         if (int(qkv[size_t(p)].size()) != q_dim + 2 * kv_dim) fail("cuda", "attention check: bad qkv size");
         check(cudaMemcpy(buf, qkv[size_t(p)].data(), qkv[size_t(p)].size() * 4, cudaMemcpyHostToDevice), "upload");
         check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
-        launch_rope_kv(buf, nullptr, rp, pos, kc, vc, nullptr);
+        launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, 0, nullptr, nullptr, nullptr, nullptr);
     }
-    launch_attention(buf, kc, vc, n_head, n_head_kv, head_dim, pos, n_split, partial, out, 0, nullptr, nullptr,
-                     nullptr, nullptr);
     check(cudaGetLastError(), "attention launch");
     std::vector<float> r(static_cast<size_t>(q_dim));
     check(cudaMemcpy(r.data(), out, r.size() * 4, cudaMemcpyDeviceToHost), "attention");
