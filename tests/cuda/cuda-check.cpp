@@ -61,8 +61,7 @@ void check_formats(const std::string& dir) {
 }
 
 void check_matvec() {
-    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k,
-                           dtype::q6_k, dtype::f16,  dtype::bf16};
+    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
     struct shape {
         int64_t n_in, n_out;
     };
@@ -84,8 +83,8 @@ void check_matvec() {
         report(worst <= tol, fmt::format("matvec {:<5} vs CPU matmul, NMSE:{} (tol {:.0e})", dtype_name(t), each, tol));
         try {
             const double e = test::compare_embedding(t, 768, 40, 5);
-            report(e <= 1e-6, fmt::format("embedding {:<5} vs CPU dequantize_row, worst relative error {:.1e}",
-                                          dtype_name(t), e));
+            report(e <= 1e-6,
+                   fmt::format("embedding {:<5} vs CPU dequantize_row, worst relative error {:.1e}", dtype_name(t), e));
         } catch (const std::exception& ex) {
             report(false, fmt::format("embedding {}: {}", dtype_name(t), ex.what()));
         }
@@ -99,8 +98,8 @@ void check_attention() {
         bool neox;
         int n_split;
     };
-    const item items[] = {{2, 4, 2, 64, 1, false, 1},  {2, 4, 2, 64, 4, false, 1},  {2, 6, 2, 64, 4, false, 1},
-                          {9, 6, 2, 64, 4, false, 1},  {9, 6, 2, 64, 4, true, 3},   {40, 32, 8, 128, 2, false, 4},
+    const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1}, {2, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},  {40, 32, 8, 128, 2, false, 4},
                           {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}};
     for (const auto& it : items) {
         try {
@@ -123,8 +122,8 @@ void diagnose_q8_0(const std::string& dir) {
         try {
             cpu::force_isa(isa);
             const auto r = test::compare_logits(path, 16);
-            fmt::print("  diag tiny Q8_0, CPU path {} ({}): worst NMSE {:.3e}\n", isa,
-                       cpu::matmul_path(dtype::q8_0), r.worst_nmse);
+            fmt::print("  diag tiny Q8_0, CPU path {} ({}): worst NMSE {:.3e}\n", isa, cpu::matmul_path(dtype::q8_0),
+                       r.worst_nmse);
         } catch (const std::exception& e) {
             fmt::print("  diag tiny Q8_0, CPU path {}: {}\n", isa, e.what());
         }
@@ -142,7 +141,8 @@ void diagnose_determinism(const std::string& dir) {
         for (int rep = 0; rep < 3; rep++) {
             thread_pool pool(std::min(thread_pool::default_threads(), 16));
             forward_context c1(*m, 17, dtype::f16, pool), c2(*m, 17, dtype::f16, pool);
-            auto g1 = cuda::decoder::load(gguf_file::open(path), 17), g2 = cuda::decoder::load(gguf_file::open(path), 17);
+            auto g1 = cuda::decoder::load(gguf_file::open(path), 17),
+                 g2 = cuda::decoder::load(gguf_file::open(path), 17);
             for (int i = 0; i < 16; i++) {
                 const int32_t t = int32_t((7 + 37 * uint32_t(i)) % V);
                 const auto a = c1.forward(std::span<const int32_t>(&t, 1));
@@ -186,7 +186,8 @@ void diagnose_model(const std::string& path) {
         cpu::matmul(*pw, x.data(), 1, cy.data(), pool);
         const auto gy = cuda::matvec_gguf_rows(t.type, t.data, n_in, n_out, x.data());
         const double e = test::nmse(gy, cy);
-        if (e > 1e-10) fmt::print("  diag {}: {} {} {}x{} NMSE {:.1e}\n", path, t.name, dtype_name(t.type), n_out, n_in, e);
+        if (e > 1e-10)
+            fmt::print("  diag {}: {} {} {}x{} NMSE {:.1e}\n", path, t.name, dtype_name(t.type), n_out, n_in, e);
         if (e >= worst) {
             worst = e;
             worst_line = t.name;
@@ -217,9 +218,10 @@ void diagnose_model(const std::string& path) {
         ref_gpu += fmt::format(" {:.1e}", test::nmse(gpu, r));
         ref_cpu += fmt::format(" {:.1e}", test::nmse(cpu, r));
     }
-    fmt::print("  diag {}: logits NMSE per step GPU vs CPU{}; CPU f32 KV vs CPU{}; GPU vs f32 reference{}; CPU vs "
-               "reference{}\n",
-               path, steps, steps32, ref_gpu, ref_cpu);
+    fmt::print(
+        "  diag {}: logits NMSE per step GPU vs CPU{}; CPU f32 KV vs CPU{}; GPU vs f32 reference{}; CPU vs "
+        "reference{}\n",
+        path, steps, steps32, ref_gpu, ref_cpu);
     // The second step's logits once more by the CPU's batch path (both tokens as one prompt).
     forward_context cb(*m, 8, dtype::f16, pool);
     const int32_t two[2] = {int32_t(7 % m->config().n_vocab), int32_t(44 % m->config().n_vocab)};
@@ -246,9 +248,10 @@ void diagnose_greedy(const std::string& path, int n) {
         const auto c1 = int32_t(std::max_element(cpu.begin(), cpu.end()) - cpu.begin());
         const auto g1 = int32_t(std::max_element(gpu.begin(), gpu.end()) - gpu.begin());
         if (c1 != g1) {
-            fmt::print("  diag greedy: step {} CPU picks {} ({:.7g} vs {} {:.7g}), GPU has {:.7g} and {:.7g}; worst NMSE "
-                       "so far {:.1e}\n",
-                       i, c1, cpu[size_t(c1)], g1, cpu[size_t(g1)], gpu[size_t(c1)], gpu[size_t(g1)], worst);
+            fmt::print(
+                "  diag greedy: step {} CPU picks {} ({:.7g} vs {} {:.7g}), GPU has {:.7g} and {:.7g}; worst NMSE "
+                "so far {:.1e}\n",
+                i, c1, cpu[size_t(c1)], g1, cpu[size_t(g1)], gpu[size_t(c1)], gpu[size_t(g1)], worst);
             return;
         }
         t = c1;
@@ -299,31 +302,28 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     const auto& preset = find_preset("llama3-8b");
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
-        // A/B in one run: the same graph without and with programmatic dependent launch, with PDL plus the
-        // matvec kernels' L2 prefetch of their first task before the wait, and with PDL but RoPE unfused.
-        const char* modes[] = {"no-pdl    ", "pdl       ", "pdl+pref  ", "pdl-unfuse"};
-        for (int mode = 0; mode < 4; mode++) {
-            const bool pdl = mode > 0;
+        // A/B in one run: the same graph without and with programmatic dependent launch.
+        for (bool pdl : {false, true}) {
             try {
-                cuda::set_decode_options(pdl, mode == 2, mode != 3);
+                cuda::set_pdl(pdl);
                 auto d = cuda::decoder::random(preset.config, ft, 512, 11);
                 const int n = 128, warm = 16;
                 const double s = d->bench_decode(n, warm, 1);
                 const double tps = n / s;
                 const double bytes = double(d->streamed_bytes_per_token());
                 const double limit = bw.hbm_read_gbs * 1e9 / bytes;
-                fmt::print("  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
-                           "{:.3f}\n",
-                           file_type_name(ft), modes[mode], n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
-                           tps / limit);
-                if (mode == 3) fmt::print("          {}\n", d->summary());
+                fmt::print(
+                    "  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
+                    "{:.3f}\n",
+                    file_type_name(ft), pdl ? "pdl   " : "no-pdl", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
+                    tps / limit);
+                if (pdl) fmt::print("          {}\n", d->summary());
                 std::fflush(stdout);
             } catch (const std::exception& e) {
                 report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
             }
         }
     }
-    cuda::set_decode_options(true, false, true);
 }
 
 }  // namespace
@@ -375,10 +375,6 @@ int main(int argc, char** argv) {
         if (do_checks) {
             check_matvec();
             check_attention();
-            cuda::set_decode_options(true, false, false);
-            fmt::print("  (attention with RoPE unfused:)\n");
-            check_attention();
-            cuda::set_decode_options(true, false, true);
             if (diag) {
                 diagnose_q8_0(tmp);
                 diagnose_determinism(tmp);

@@ -51,16 +51,14 @@ std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, 
 // The decode step's RoPE + KV write (f16 cache) for positions 0..qkv.size()-1 (qkv[p]: [q_dim + 2 kv_dim] of
 // position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
 // key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
-std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv,
-                                   int head_dim, float freq_base, bool neox, int n_split);
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
+                                   float freq_base, bool neox, int n_split);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
-// Options of the decode step's kernels, read when a graph is captured (for A/B benchmarks): pdl,
-// programmatic dependent launch (launch.cuh; on unless set off here or by MEMTILE_CUDA_PDL=0); prefetch, the
-// matvec kernels prefetch their first task's weights into L2 before the PDL wait; fuse_rope, RoPE and the
-// KV write inside the attention kernel.
-void set_decode_options(bool pdl, bool prefetch, bool fuse_rope);
+// Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
+// MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.
+void set_pdl(bool on);
 
 class decoder {
 public:

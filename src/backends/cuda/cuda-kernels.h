@@ -70,9 +70,9 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
                     uint16_t* v_cache, cudaStream_t s);
 // Decode attention of one query token over cache rows 0..*pos, split over n_split key ranges (partial:
 // n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]); with q_block > 0 also
-// quantizes out into xq/xd/xs (the Wo input, as launch_quantize). qkv, bias as launch_rope_kv: RoPE and the
-// cache write of position *pos are done here too (fused into the attention kernel unless set off by
-// set_decode_options, then by launch_rope_kv first).
+// quantizes out into xq/xd/xs (the Wo input, as launch_quantize). qkv, bias as launch_rope_kv, which runs
+// first (RoPE and the cache write of position *pos; fusing it into the attention kernel was measured slower,
+// docs/cuda.md).
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s);

@@ -36,7 +36,7 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, 
 std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {
     not_compiled();
 }
-void set_decode_options(bool, bool, bool) {
+void set_pdl(bool) {
     not_compiled();
 }
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {

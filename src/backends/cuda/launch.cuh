@@ -3,8 +3,8 @@
 // griddep_wait() before it touches memory that earlier kernels write or read (activations, caches, outputs:
 // the wait returns once the predecessor grid has completed and its writes are visible, and the predecessor
 // waited for its own, so all earlier kernels are done), and griddep_launch() to let its successor start.
-// Before the wait a kernel may only read what no kernel writes: the weights (the matvec kernels may prefetch
-// their first task's lines into L2 there).
+// Before the wait a kernel may only read what no kernel writes (the weights); prefetching weights into L2
+// there was measured slower (docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +14,6 @@
 namespace memtile::cuda::detail {
 
 bool pdl_enabled();
-bool prefetch_enabled();  // matvec: first task's weight lines prefetched into L2 before the wait
 
 __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");

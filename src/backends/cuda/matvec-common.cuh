@@ -1,9 +1,9 @@
 // Decode matrix-vector kernels (shared by matvec.cu, matvec-kquant.cu and matvec-float.cu, which each
 // instantiate one family of formats so that nvcc compiles them in parallel).
 //
-// A block of 4 warps takes 4 / W groups of R output rows, W warps per group. A row is cut into "tasks" of whole 16-byte chunks (a Q8_0 half
-// block, a Q4_0 block, a quarter of a Q4_K/Q5_K super-block, half a Q6_K super-block, 8 f16/bf16 or 4 f32
-// elements); thread i of the block takes tasks i, i + 32 W, ..., so a warp's loads of one instruction cover a
+// A block of 4 warps takes 4 / W groups of R output rows, W warps per group. A row is cut into "tasks" of whole 16-byte
+// chunks (a Q8_0 half block, a Q4_0 block, a quarter of a Q4_K/Q5_K super-block, half a Q6_K super-block, 8 f16/bf16 or
+// 4 f32 elements); thread i of the block takes tasks i, i + 32 W, ..., so a warp's loads of one instruction cover a
 // contiguous span of the row. R rows per block share each activation load (R = 2 halves the L1 traffic of
 // the activations); W warps per row give the short-row, few-row matrices (Wo, down: 4,096 rows) enough warps
 // to keep the memory system busy. Weights are read once with streaming (evict-first) 16-byte loads; the
@@ -210,57 +210,12 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
-__device__ __forceinline__ void prefetch_line(const void* p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
-// L2 prefetch of the weight bytes that task t of each row reads (the loads of the task functions above).
-template <dtype T, int R>
-__device__ __forceinline__ void prefetch_first_task(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t,
-                                                    int n_in) {
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        if constexpr (T == dtype::q8_0) {
-            if (t >= n_in / 16) return;
-            prefetch_line(q[r] + 16 * t);
-            prefetch_line(d[r] + t / 2);
-        } else if constexpr (T == dtype::q4_0) {
-            if (t >= n_in / 32) return;
-            prefetch_line(q[r] + 16 * t);
-            prefetch_line(d[r] + t);
-        } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
-            if (t >= n_in / 64) return;
-            constexpr bool five = T == dtype::q5_k;
-            const uint8_t* blk = q[r] + int64_t(t >> 2) * (five ? 176 : 144);
-            const int off = (five ? 48 : 16) + 32 * (t & 3);
-            prefetch_line(blk);
-            prefetch_line(blk + off);
-            prefetch_line(blk + off + 16);
-            if (five) prefetch_line(blk + 32);
-        } else if constexpr (T == dtype::q6_k) {
-            if (t >= n_in / 128) return;
-            const uint8_t* blk = q[r] + int64_t(t >> 1) * 208;
-            const int hh = t & 1;
-            prefetch_line(blk + 64 * hh);
-            prefetch_line(blk + 64 * hh + 48);
-            prefetch_line(blk + 128 + 32 * hh);
-            prefetch_line(blk + 192);
-            prefetch_line(d[r] + (t >> 1));
-        } else {
-            const int elem = T == dtype::f32 ? 4 : 8;
-            if (t >= n_in / elem) return;
-            prefetch_line(q[r] + 16 * t);
-        }
-    }
-}
-
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
-// Prefetch (flag): each group first prefetches its rows into L2.
 template <dtype T, int R, int W>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  int accumulate, int prefetch) {
+                  int accumulate) {
     constexpr int S = 32 * W;  // task stride
     constexpr int G = k_block_warps / W;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
@@ -278,9 +233,6 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         d[r] = w.d ? w.d + row * d_row : nullptr;
         acc[r] = 0;
     }
-    // The weights are constant: fetching the first task's lines into L2 may overlap the previous kernel
-    // (launch.cuh). For the small matrices (one task per thread) that is all of the matrix.
-    if (prefetch) prefetch_first_task<T, R>(q, d, tid, n_in);
     griddep_wait();
     griddep_launch();
     if constexpr (T == dtype::q8_0) {
@@ -355,13 +307,13 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
-    const int acc = accumulate ? 1 : 0, pf = prefetch_enabled() ? 1 : 0;
+    const int acc = accumulate ? 1 : 0;
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                           \
-    if (shape.rows == R && shape.warps == W) {                                              \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, pf); \
-        return;                                                                             \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                \
+    if (shape.rows == R && shape.warps == W) {                                                   \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                  \
     }
     MEMTILE_MATVEC_CASE(1, 1)
     MEMTILE_MATVEC_CASE(1, 2)
@@ -370,7 +322,7 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, pf);
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
 }
 
 // Per family (defined in its .cu file).

@@ -127,8 +127,8 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 
 }  // namespace
 
-std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv,
-                                   int head_dim, float freq_base, bool neox, int n_split) {
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
+                                   float freq_base, bool neox, int n_split) {
     require_device();
     const int n_pos = int(qkv.size());
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;

@@ -78,9 +78,9 @@ void force_matvec_shape(matvec_shape shape) {
 }
 
 // From the shape sweep of tests/cuda/cuda-check.cpp (H200, docs/cuda.md). Long rows (the down matrix, n_in
-// 14,336 over 4,096 rows) split each row over 4 warps (not Q6_K: its task is twice as long); the float formats do so everywhere (their loop is
-// short per byte, so the memory system needs more warps in flight). 2 rows per warp share the activation
-// loads of the integer formats; Q8_0/Q4_0 with many rows prefer one row per warp.
+// 14,336 over 4,096 rows) split each row over 4 warps (not Q6_K: its task is twice as long); the float formats do so
+// everywhere (their loop is short per byte, so the memory system needs more warps in flight). 2 rows per warp share the
+// activation loads of the integer formats; Q8_0/Q4_0 with many rows prefer one row per warp.
 matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
     if (!matvec_uses_int8(w.type)) return {2, 4};

@@ -14,12 +14,8 @@ namespace memtile::cuda {
 namespace detail {
 
 namespace {
-bool g_pdl_set = false, g_pdl = true, g_prefetch = false, g_fuse_rope = true;
+bool g_pdl_set = false, g_pdl = true;
 }  // namespace
-
-bool prefetch_enabled() {
-    return g_prefetch;
-}
 
 bool pdl_enabled() {
     if (!g_pdl_set) {
@@ -33,12 +29,10 @@ bool pdl_enabled() {
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
-void set_decode_options(bool pdl, bool prefetch, bool fuse_rope);
-void set_decode_options(bool pdl, bool prefetch, bool fuse_rope) {
+void set_pdl(bool on);
+void set_pdl(bool on) {
     detail::pdl_enabled();
-    detail::g_pdl = pdl;
-    detail::g_prefetch = prefetch;
-    detail::g_fuse_rope = fuse_rope;
+    detail::g_pdl = on;
 }
 
 namespace {
@@ -152,8 +146,8 @@ __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd
 // One thread per pair of elements of one head of q, k or v (qkv: q heads, then k heads, then v heads, each
 // head_dim long): adds the bias, rotates q and k pairs (i < n_rot / 2; the other pairs pass through) and
 // writes k and v as f16 into cache row *pos. Pairs are independent: no ordering between threads.
-__global__ void __launch_bounds__(256) rope_kv_kernel(float* qkv, const float* bias, rope_params p,
-                                                      const int32_t* pos_p, __half* kc, __half* vc) {
+__global__ void __launch_bounds__(256)
+    rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc, __half* vc) {
     griddep_wait();
     griddep_launch();
     const int pos = *pos_p;
@@ -205,87 +199,41 @@ constexpr int k_attn_warps = 4;
 // warps' states are merged through shared memory into partial[(h * n_split + s)] = (m, l, acc[head_dim]).
 template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
-    attn_partial_kernel(const float* qkv, const float* bias, rope_params p, int fuse, const int32_t* pos_p, __half* kc,
-                        __half* vc, float* partial) {
+    attn_partial_kernel(const float* q, const __half* kc, const __half* vc, int n_head, int n_head_kv, int hd,
+                        const int32_t* pos_p, float* partial) {
     griddep_wait();
     griddep_launch();
-    const int n_head = p.n_head, n_head_kv = p.n_head_kv, hd = p.head_dim;
     const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int pos = *pos_p, n_keys = pos + 1;
+    const int n_keys = *pos_p + 1;
     const int chunk = (n_keys + n_split - 1) / n_split;
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
-    const int group = n_head / n_head_kv, kvh = h / group, kv_dim = n_head_kv * hd, q_dim = n_head * hd;
+    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
     const float scale = rsqrtf(float(hd));
-    // Fused RoPE (fuse): q of head h and k, v of head kvh at position pos, biased and rotated here exactly as
-    // rope_kv_kernel does; key pos is taken from them (f16-rounded, as the cache holds it) and one block per
-    // KV head writes them into cache row pos, which no other block of this step reads.
-    __shared__ float sq[32 * ND], sk[32 * ND], sv[32 * ND];
-    if (fuse) {
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            const int iq = h * hd + d, ik = q_dim + kvh * hd + d, iv = q_dim + kv_dim + kvh * hd + d;
-            sq[d] = bias ? qkv[iq] + bias[iq] : qkv[iq];
-            sk[d] = bias ? qkv[ik] + bias[ik] : qkv[ik];
-            sv[d] = bias ? qkv[iv] + bias[iv] : qkv[iv];
-        }
-        __syncthreads();
-        const int half = p.n_rot / 2;
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
-            float theta = float(pos) * p.freq[i];
-            if (p.factors) theta /= p.factors[i];
-            float sn, cs;
-            sincosf(theta, &sn, &cs);
-            float x0 = sq[a], x1 = sq[b];
-            float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
-            sq[a] = r0;
-            sq[b] = r1;
-            x0 = sk[a];
-            x1 = sk[b];
-            r0 = x0 * cs - x1 * sn;
-            r1 = x0 * sn + x1 * cs;
-            sk[a] = r0;
-            sk[b] = r1;
-        }
-        __syncthreads();
-        const bool writer = h % group == 0 && split == 0;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            const __half kh = __float2half_rn(sk[d]), vh = __float2half_rn(sv[d]);
-            if (writer) {
-                kc[int64_t(pos) * kv_dim + kvh * hd + d] = kh;
-                vc[int64_t(pos) * kv_dim + kvh * hd + d] = vh;
-            }
-            sk[d] = __half2float(kh);
-            sv[d] = __half2float(vh);
-        }
-        __syncthreads();
-    }
     float qr[ND], acc[ND];
 #pragma unroll
     for (int i = 0; i < ND; i++) {
         const int d = lane + 32 * i;
-        qr[i] = d < hd ? (fuse ? sq[d] : qkv[h * hd + d]) * scale : 0.0f;
+        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
         acc[i] = 0;
     }
     float m = -INFINITY, l = 0;
     for (int j = j0 + warp; j < j1; j += k_attn_warps) {
         const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
         const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-        const bool cur = fuse && j == pos;
         float s = 0, vv[ND];
 #pragma unroll
         for (int i = 0; i < ND; i++) {
             const int d = lane + 32 * i;
-            const float kd = d < hd ? (cur ? sk[d] : __half2float(kr[d])) : 0.0f;
-            s += d < hd ? qr[i] * kd : 0.0f;
-            vv[i] = d < hd ? (cur ? sv[d] : __half2float(vr[d])) : 0.0f;
+            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
+            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
         }
         s = warp_sum(s);
         const float m_new = fmaxf(m, s);
-        const float corr = expf(m - m_new), pr = expf(s - m_new);
-        l = l * corr + pr;
+        const float corr = expf(m - m_new), p = expf(s - m_new);
+        l = l * corr + p;
 #pragma unroll
-        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + pr * vv[i];
+        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
         m = m_new;
     }
     __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
@@ -317,8 +265,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
 // h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
 __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial, int n_split, int n_head, int hd,
-                                                           float* out, int q_block, int8_t* xq, float* xd,
-                                                           float* xs) {
+                                                           float* out, int q_block, int8_t* xq, float* xd, float* xs) {
     griddep_wait();
     griddep_launch();
     const int n = n_head * hd;
@@ -343,8 +290,8 @@ __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial,
 }
 
 // gate/up product, one element per thread in blocks of 256; with xq also quantized (n_ff % 32 == 0).
-__global__ void __launch_bounds__(256) swiglu_kernel(const float* gu, int64_t n_ff, float* out, int q_block,
-                                                     int8_t* xq, float* xd, float* xs) {
+__global__ void __launch_bounds__(256)
+    swiglu_kernel(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
     griddep_wait();
     griddep_launch();
     const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
@@ -511,21 +458,25 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s) {
-    const bool fuse = detail::g_fuse_rope;
-    if (!fuse) launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
-    const int n_head = p.n_head, head_dim = p.head_dim;
+    launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
+    const int n_head = p.n_head, n_head_kv = p.n_head_kv, head_dim = p.head_dim;
     const dim3 grid{unsigned(n_head), unsigned(n_split), 1u};
-    auto* kc = reinterpret_cast<__half*>(k_cache);
-    auto* vc = reinterpret_cast<__half*>(v_cache);
-    const int nd = (head_dim + 31) / 32, f = fuse ? 1 : 0;
+    const auto* kc = reinterpret_cast<const __half*>(k_cache);
+    const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const float* q = qkv;
+    const int nd = (head_dim + 31) / 32;
     if (nd <= 1)
-        launch(attn_partial_kernel<1>, grid, 32 * k_attn_warps, s, qkv, bias, p, f, pos, kc, vc, partial);
+        launch(attn_partial_kernel<1>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else if (nd <= 2)
-        launch(attn_partial_kernel<2>, grid, 32 * k_attn_warps, s, qkv, bias, p, f, pos, kc, vc, partial);
+        launch(attn_partial_kernel<2>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else if (nd <= 4)
-        launch(attn_partial_kernel<4>, grid, 32 * k_attn_warps, s, qkv, bias, p, f, pos, kc, vc, partial);
+        launch(attn_partial_kernel<4>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else
-        launch(attn_partial_kernel<8>, grid, 32 * k_attn_warps, s, qkv, bias, p, f, pos, kc, vc, partial);
+        launch(attn_partial_kernel<8>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     const int n = n_head * head_dim;
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
     const bool fused = xq && q_block > 0 && n % 32 == 0;
