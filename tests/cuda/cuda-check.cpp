@@ -3,18 +3,25 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
+//                               [--sweep] [--diag] [--profile]
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
 
+#include "backends/cpu/cpu-isa.h"
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
 #include "gguf/gguf-file.h"
 #include "models/llama2c-import.h"
 #include "models/presets.h"
+#include "models/transformer.h"
+#include "quant/quant.h"
 #include "support/cuda-checks.h"
+#include "support/reference-model.h"
 
 using namespace memtile;
 
@@ -141,6 +148,205 @@ void check_formats(const std::string& dir) {
     }
 }
 
+void check_matvec() {
+    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
+    struct shape {
+        int64_t n_in, n_out;
+    };
+    const shape shapes[] = {{256, 512}, {768, 77}, {4096, 130}, {14336, 33}};
+    for (dtype t : types) {
+        const double tol = t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 ? 1e-10 : 1e-9;
+        double worst = 0;
+        std::string each;
+        for (const auto& sh : shapes) {
+            double e = INFINITY;
+            try {
+                e = test::compare_matvec(t, sh.n_in, sh.n_out, uint64_t(sh.n_in + sh.n_out));
+            } catch (const std::exception& ex) {
+                fmt::print("  matvec {}: {}\n", dtype_name(t), ex.what());
+            }
+            worst = std::max(worst, e);
+            each += fmt::format(" {}x{} {:.1e}", sh.n_out, sh.n_in, e);
+        }
+        report(worst <= tol, fmt::format("matvec {:<5} vs CPU matmul, NMSE:{} (tol {:.0e})", dtype_name(t), each, tol));
+        try {
+            const double e = test::compare_embedding(t, 768, 40, 5);
+            report(e <= 1e-6,
+                   fmt::format("embedding {:<5} vs CPU dequantize_row, worst relative error {:.1e}", dtype_name(t), e));
+        } catch (const std::exception& ex) {
+            report(false, fmt::format("embedding {}: {}", dtype_name(t), ex.what()));
+        }
+    }
+}
+
+void check_attention() {
+    struct item {
+        int n_pos, n_head, n_head_kv, head_dim;
+        float amp;
+        bool neox;
+        int n_split;
+    };
+    const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1}, {2, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},  {40, 32, 8, 128, 2, false, 4},
+                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}};
+    for (const auto& it : items) {
+        try {
+            const double e = test::compare_attention(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
+                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {} splits: "
+                                           "NMSE {:.1e}",
+                                           it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
+                                           it.neox ? "neox" : "normal", it.n_split, e));
+        } catch (const std::exception& ex) {
+            report(false, fmt::format("attention check: {}", ex.what()));
+        }
+    }
+}
+
+// Where the tiny Q8_0 logits differ from the CPU engine: repeat the comparison, and with each CPU path.
+void diagnose_q8_0(const std::string& dir) {
+    const std::string path = test::make_synthetic(dir, "tiny", file_type::q8_0);
+    for (const char* isa : {"auto", "auto", "avx2", "scalar"}) {
+        try {
+            cpu::force_isa(isa);
+            const auto r = test::compare_logits(path, 16);
+            fmt::print("  diag tiny Q8_0, CPU path {} ({}): worst NMSE {:.3e}\n", isa, cpu::matmul_path(dtype::q8_0),
+                       r.worst_nmse);
+        } catch (const std::exception& e) {
+            fmt::print("  diag tiny Q8_0, CPU path {}: {}\n", isa, e.what());
+        }
+    }
+    cpu::force_isa("auto");
+}
+
+// Which engine is not deterministic: the logits of two runs of each engine on the same tokens.
+void diagnose_determinism(const std::string& dir) {
+    for (file_type ft : {file_type::q8_0, file_type::q5_k_m, file_type::q4_k_m, file_type::f16}) {
+        const std::string path = test::make_synthetic(dir, "tiny", ft);
+        auto m = transformer::load(path);
+        const uint32_t V = m->config().n_vocab;
+        double cc = 0, gg = 0, cg = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            thread_pool pool(std::min(thread_pool::default_threads(), 16));
+            forward_context c1(*m, 17, dtype::f16, pool), c2(*m, 17, dtype::f16, pool);
+            auto g1 = cuda::decoder::load(gguf_file::open(path), 17),
+                 g2 = cuda::decoder::load(gguf_file::open(path), 17);
+            for (int i = 0; i < 16; i++) {
+                const int32_t t = int32_t((7 + 37 * uint32_t(i)) % V);
+                const auto a = c1.forward(std::span<const int32_t>(&t, 1));
+                const std::vector<float> ca(a.begin(), a.end());
+                const auto b = c2.forward(std::span<const int32_t>(&t, 1));
+                const std::vector<float> cb(b.begin(), b.end());
+                const auto x = g1->forward(t);
+                const std::vector<float> ga(x.begin(), x.end());
+                const auto y = g2->forward(t);
+                cc = std::max(cc, test::nmse(cb, ca));
+                gg = std::max(gg, test::nmse(y, ga));
+                cg = std::max(cg, test::nmse(ga, ca));
+            }
+        }
+        fmt::print("  diag tiny {:<7} 3x16 steps: CPU vs CPU {:.1e}, GPU vs GPU {:.1e}, GPU vs CPU {:.1e}\n",
+                   file_type_name(ft), cc, gg, cg);
+        std::fflush(stdout);
+    }
+}
+
+// Every matrix of a model file through the GPU matvec and the CPU matmul (random activations), and the
+// logits NMSE of the first steps.
+void diagnose_model(const std::string& path) {
+    auto g = gguf_file::open(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    std::string worst_line;
+    double worst = 0;
+    for (const auto& t : g->tensors()) {
+        const dtype ok[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
+        if (t.dims.size() < 2 || std::find(std::begin(ok), std::end(ok), t.type) == std::end(ok)) continue;
+        const auto n_in = int64_t(t.dims[0]), n_out = int64_t(t.n_rows());
+        std::vector<float> x(static_cast<size_t>(n_in));
+        uint64_t z = 99;
+        for (auto& v : x) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            v = float(int64_t(z >> 40) % 2001 - 1000) / 400.0f;
+        }
+        cpu::weight_view view{t.type, t.data, n_in, n_out, row_bytes(t.type, uint64_t(n_in))};
+        auto pw = cpu::prepare_weight(view);
+        std::vector<float> cy(static_cast<size_t>(n_out));
+        cpu::matmul(*pw, x.data(), 1, cy.data(), pool);
+        const auto gy = cuda::matvec_gguf_rows(t.type, t.data, n_in, n_out, x.data());
+        const double e = test::nmse(gy, cy);
+        if (e > 1e-10)
+            fmt::print("  diag {}: {} {} {}x{} NMSE {:.1e}\n", path, t.name, dtype_name(t.type), n_out, n_in, e);
+        if (e >= worst) {
+            worst = e;
+            worst_line = t.name;
+        }
+    }
+    fmt::print("  diag {}: worst matvec NMSE {:.1e} ({})\n", path, worst, worst_line);
+    auto m = transformer::load(path);
+    forward_context ctx(*m, 8, dtype::f16, pool), ctx32(*m, 8, dtype::f32, pool);
+    auto d = cuda::decoder::load(g, 8);
+    test::reference_model ref(*g);
+    std::string steps, steps32, ref_gpu, ref_cpu;
+    std::vector<float> gpu1, cpu1;
+    for (int i = 0; i < 6; i++) {
+        const int32_t tok = int32_t((7 + 37 * uint32_t(i)) % m->config().n_vocab);
+        const auto cl = ctx.forward(std::span<const int32_t>(&tok, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        const auto c32 = ctx32.forward(std::span<const int32_t>(&tok, 1));
+        const std::vector<float> cpu32(c32.begin(), c32.end());
+        const auto gl = d->forward(tok);
+        const std::vector<float> gpu(gl.begin(), gl.end());
+        const std::vector<float> r = ref.step(tok);
+        if (i == 1) {
+            gpu1 = gpu;
+            cpu1 = cpu;
+        }
+        steps += fmt::format(" {:.1e}", test::nmse(gpu, cpu));
+        steps32 += fmt::format(" {:.1e}", test::nmse(cpu32, cpu));
+        ref_gpu += fmt::format(" {:.1e}", test::nmse(gpu, r));
+        ref_cpu += fmt::format(" {:.1e}", test::nmse(cpu, r));
+    }
+    fmt::print(
+        "  diag {}: logits NMSE per step GPU vs CPU{}; CPU f32 KV vs CPU{}; GPU vs f32 reference{}; CPU vs "
+        "reference{}\n",
+        path, steps, steps32, ref_gpu, ref_cpu);
+    // The second step's logits once more by the CPU's batch path (both tokens as one prompt).
+    forward_context cb(*m, 8, dtype::f16, pool);
+    const int32_t two[2] = {int32_t(7 % m->config().n_vocab), int32_t(44 % m->config().n_vocab)};
+    const auto bl = cb.forward(std::span<const int32_t>(two, 2));
+    const std::vector<float> batch(bl.begin(), bl.end());
+    fmt::print("  diag {}: step 1 vs the CPU batch path: GPU {:.1e}, CPU decode {:.1e}\n", path,
+               test::nmse(gpu1, batch), test::nmse(cpu1, batch));
+}
+
+// At the first step where greedy tokens differ: the CPU's two best logits and the GPU's values for them.
+void diagnose_greedy(const std::string& path, int n) {
+    auto m = transformer::load(path);
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    forward_context ctx(*m, uint32_t(n + 1), dtype::f16, pool);
+    auto d = cuda::decoder::load(gguf_file::open(path), uint32_t(n + 1));
+    int32_t t = 1;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        const auto cl = ctx.forward(std::span<const int32_t>(&t, 1));
+        const std::vector<float> cpu(cl.begin(), cl.end());
+        const auto gl = d->forward(t);
+        const std::vector<float> gpu(gl.begin(), gl.end());
+        worst = std::max(worst, test::nmse(gpu, cpu));
+        const auto c1 = int32_t(std::max_element(cpu.begin(), cpu.end()) - cpu.begin());
+        const auto g1 = int32_t(std::max_element(gpu.begin(), gpu.end()) - gpu.begin());
+        if (c1 != g1) {
+            fmt::print(
+                "  diag greedy: step {} CPU picks {} ({:.7g} vs {} {:.7g}), GPU has {:.7g} and {:.7g}; worst NMSE "
+                "so far {:.1e}\n",
+                i, c1, cpu[size_t(c1)], g1, cpu[size_t(g1)], gpu[size_t(c1)], gpu[size_t(g1)], worst);
+            return;
+        }
+        t = c1;
+    }
+    fmt::print("  diag greedy: {} steps equal, worst NMSE {:.1e}\n", n, worst);
+}
+
 void check_greedy(const std::string& name, const std::string& path, int n) {
     try {
         const auto r = test::compare_greedy(path, 1, n);
@@ -153,7 +359,7 @@ void check_greedy(const std::string& name, const std::string& path, int n) {
     }
 }
 
-void bench(const cuda::bandwidth_probe& bw) {
+void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     fmt::print("\nmatvec alone (one [n_out x n_in] product, cold weights, GB/s of weight bytes):\n");
     const dtype types[] = {dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_0, dtype::q4_0, dtype::f16, dtype::bf16};
     for (dtype t : types) {
@@ -162,24 +368,48 @@ void bench(const cuda::bandwidth_probe& bw) {
         fmt::print("  {:<5} 4096->14336 {:7.0f}  14336->4096 {:7.0f}  4096->4096 {:7.0f}  ({:.2f} of probe)\n",
                    dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
     }
+    if (sweep) {
+        fmt::print("\nblock shapes (rows x warps per row), GB/s, 20 launches in one graph with PDL:\n");
+        const int shapes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 4}};
+        struct mat {
+            int64_t n_in, n_out;
+        };
+        const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}};
+        for (dtype t : {dtype::q4_k, dtype::q6_k}) {
+            for (const auto& m : mats) {
+                std::string line = fmt::format("  {:<5} {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);
+                for (const auto& sh : shapes)
+                    line += fmt::format("  {}x{} {:4.0f}", sh[0], sh[1],
+                                        cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]));
+                fmt::print("{}\n", line);
+                std::fflush(stdout);
+            }
+        }
+    }
     fmt::print("\nbatch-1 decode, llama3-8b shapes, random weights of each file type's tensor types:\n");
     const auto& preset = find_preset("llama3-8b");
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
-        try {
-            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
-            const int n = 128, warm = 16;
-            const double s = d->bench_decode(n, warm, 1);
-            const double tps = n / s;
-            const double bytes = double(d->streamed_bytes_per_token());
-            const double limit = bw.hbm_read_gbs * 1e9 / bytes;
-            fmt::print(
-                "  {:<7} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio {:.3f}\n",
-                file_type_name(ft), n, tps, bytes / 1e9, bytes * tps / 1e9, limit, tps / limit);
-            fmt::print("          {}\n", d->summary());
-            std::fflush(stdout);
-        } catch (const std::exception& e) {
-            report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
+        // A/B in one run: the same graph without and with programmatic dependent launch.
+        for (bool pdl : {false, true}) {
+            try {
+                cuda::set_pdl(pdl);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int n = 128, warm = 16;
+                const double s = d->bench_decode(n, warm, 1);
+                const double tps = n / s;
+                const double bytes = double(d->streamed_bytes_per_token());
+                const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                fmt::print(
+                    "  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
+                    "{:.3f}\n",
+                    file_type_name(ft), pdl ? "pdl   " : "no-pdl", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
+                    tps / limit);
+                if (pdl) fmt::print("          {}\n", d->summary());
+                std::fflush(stdout);
+            } catch (const std::exception& e) {
+                report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
+            }
         }
     }
 }
@@ -251,7 +481,7 @@ void bench_prefill_batch(const std::string& only) {
 
 int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
-    bool do_bench = true, do_checks = true, do_old_bench = true;
+    bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -269,10 +499,29 @@ int main(int argc, char** argv) {
             do_old_bench = false;
         else if (a == "--only" && i + 1 < argc)
             only = argv[++i];
+        else if (a == "--sweep")
+            sweep = true;
+        else if (a == "--diag")
+            diag = true;
+        else if (a == "--profile")
+            profile = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
         fmt::print("SKIPPED: no CUDA device\n");
+        return 0;
+    }
+    if (profile) {
+        // One decode step of llama3-8b shapes (Q4_K_M; kernels in order), then a few matvecs for ncu: each
+        // bench_matvec(..., 1) launches its kernel 4 times.
+        {
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, file_type::q4_k_m, 64, 11);
+            d->bench_decode(2, 0, 1);
+        }
+        cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
+        cuda::bench_matvec(dtype::q4_k, 14336, 4096, 1);
+        cuda::bench_matvec(dtype::q8_0, 4096, 14336, 1);
+        cuda::bench_matvec(dtype::f16, 4096, 14336, 1);
         return 0;
     }
     try {
@@ -281,6 +530,12 @@ int main(int argc, char** argv) {
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
         if (do_checks) {
             check_batch_products();
+            check_matvec();
+            check_attention();
+            if (diag) {
+                diagnose_q8_0(tmp);
+                diagnose_determinism(tmp);
+            }
             check_formats(tmp);
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";
@@ -301,8 +556,13 @@ int main(int argc, char** argv) {
                     report(false, fmt::format("batch greedy kjv: {}", e.what()));
                 }
             }
+            if (!kjv.empty() && diag) {
+                diagnose_greedy(kjv, 200);
+                diagnose_model(kjv);
+                diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
+            }
         }
-        if (do_bench && do_old_bench) bench(bw);
+        if (do_bench && do_old_bench) bench(bw, sweep);
         if (do_bench) bench_prefill_batch(only);
     } catch (const std::exception& e) {
         report(false, e.what());

@@ -8,11 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/ops.h"
 #include "backends/cuda/cuda-backend.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
+#include "kv/kv-cache.h"
 #include "models/synthetic-model.h"
 #include "models/transformer.h"
+#include "quant/quant.h"
 
 namespace memtile::test {
 
@@ -61,6 +65,88 @@ inline logits_comparison compare_logits(const std::string& path, int n_steps) {
         r.steps++;
     }
     return r;
+}
+
+// One matvec of [n_out, n_in] random weights of type t (quantized on the host by the CPU engine's quantizer)
+// on random activations, on the GPU and by the CPU engine's matmul; NMSE of the GPU's y. Both quantize the
+// activations the same way and take the same integer dot products, so only float summation order differs.
+inline double compare_matvec(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
+    std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&z] {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
+    };
+    for (auto& v : w) v = next() * 0.05f;
+    for (auto& v : x) v = next();
+    std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
+    cpu::weight_view view{t, rows.data(), n_in, n_out, row_bytes(t, uint64_t(n_in))};
+    auto pw = cpu::prepare_weight(view);
+    std::vector<float> cpu_y(static_cast<size_t>(n_out));
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    cpu::matmul(*pw, x.data(), 1, cpu_y.data(), pool);
+    const auto gpu_y = cuda::matvec_gguf_rows(t, rows.data(), n_in, n_out, x.data());
+    return nmse(gpu_y, cpu_y);
+}
+
+// Largest |difference| between the GPU's embedding gather of a few rows and the CPU's dequantize_row (both
+// elementwise d * scale * q (- min) products: equal up to float contraction).
+inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
+    std::vector<float> w(static_cast<size_t>(n_in * n_out));
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (auto& v : w) {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        v = float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0) * 0.05f;
+    }
+    std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
+    const size_t rb = row_bytes(t, uint64_t(n_in));
+    double worst = 0;
+    for (int32_t r : {0, int32_t(n_out / 2), int32_t(n_out - 1)}) {
+        std::vector<float> ref(static_cast<size_t>(n_in));
+        dequantize_row(t, rows.data() + size_t(r) * rb, ref.data(), n_in);
+        const auto g = cuda::embed_gguf_row(t, rows.data(), n_in, n_out, r);
+        for (size_t i = 0; i < ref.size(); i++)
+            worst = std::max(worst, double(std::fabs(g[i] - ref[i])) / (std::fabs(double(ref[i])) + 1e-6));
+    }
+    return worst;
+}
+
+// RoPE, f16 KV cache and attention of the last of n_pos positions, on the GPU and by the CPU engine's ops;
+// q, k, v random in [-amp, amp]. NMSE of the GPU's output.
+inline double compare_attention(int n_pos, int n_head, int n_head_kv, int head_dim, float amp, bool neox, int n_split,
+                                uint64_t seed) {
+    const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    std::vector<std::vector<float>> qkv(static_cast<size_t>(n_pos));
+    for (auto& r : qkv) {
+        r.resize(size_t(q_dim + 2 * kv_dim));
+        for (auto& v : r) {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            v = float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0) * amp;
+        }
+    }
+    const float base = 10000.0f;
+    const auto gpu = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split);
+    kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);
+    std::vector<float> q;
+    for (int p = 0; p < n_pos; p++) {
+        std::vector<float> r = qkv[size_t(p)];
+        const rope_style st = neox ? rope_style::neox : rope_style::normal;
+        cpu::rope(r.data(), n_head, head_dim, head_dim, p, base, st, nullptr);
+        cpu::rope(r.data() + q_dim, n_head_kv, head_dim, head_dim, p, base, st, nullptr);
+        kv.store(0, uint32_t(p), r.data() + q_dim, r.data() + q_dim + kv_dim);
+        q.assign(r.begin(), r.begin() + q_dim);
+    }
+    std::vector<float> cpu_out(static_cast<size_t>(q_dim));
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    cpu::attention(q.data(), cpu_out.data(), 1, n_pos - 1, kv, 0, n_head, n_head_kv, head_dim, pool);
+    return nmse(gpu, cpu_out);
 }
 
 struct greedy_comparison {

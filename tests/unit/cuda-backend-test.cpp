@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
@@ -27,6 +28,28 @@ TEST(cuda_backend, require_device_names_the_reason) {
     } catch (const error& e) {
         EXPECT_NE(std::string(e.what()).find("[cuda]"), std::string::npos) << e.what();
     }
+}
+
+// Each matvec kernel against the CPU engine's matmul on the same GGUF rows: both quantize the activations
+// the same way and take the same integer dot products, so only float summation order may differ.
+TEST(cuda_backend, matvec_matches_the_cpu_matmul_per_format) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
+    for (dtype t : types) {
+        for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{256, 512}, {768, 77}, {4096, 130}}) {
+            EXPECT_LE(test::compare_matvec(t, n_in, n_out, uint64_t(n_in + n_out)), 1e-9)
+                << dtype_name(t) << " " << n_out << "x" << n_in;
+        }
+        EXPECT_LE(test::compare_embedding(t, 768, 40, 5), 1e-6) << dtype_name(t);
+    }
+}
+
+// RoPE + f16 KV cache + split attention against the CPU engine's ops.
+TEST(cuda_backend, attention_matches_the_cpu_ops) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    EXPECT_LE(test::compare_attention(2, 4, 2, 64, 4, false, 1, 1), 1e-10);
+    EXPECT_LE(test::compare_attention(9, 6, 2, 64, 4, true, 3, 2), 1e-10);
+    EXPECT_LE(test::compare_attention(40, 32, 8, 128, 2, false, 4, 3), 1e-10);
 }
 
 struct format_case {

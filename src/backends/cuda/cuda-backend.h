@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "models/model-config.h"
@@ -38,9 +39,27 @@ struct bandwidth_probe {
 };
 bandwidth_probe probe_bandwidth();
 
-// One matrix-vector product y = W x on a random [n_out, n_in] weight of type t, repeated; GB/s of weight
-// bytes streamed (median). For locating the gap between the decode step and the bandwidth limit.
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps);
+// Matrix-vector products y = W x on random [n_out, n_in] weights of type t, `reps` launches back to back in
+// one CUDA graph, each on a cold copy; GB/s of weight bytes streamed. rows/warps: the block shape
+// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
+// step and the bandwidth limit.
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+
+// The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
+// activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
+// checks against the CPU engine's matmul.
+std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
+// The decode step's RoPE + KV write (f16 cache) for positions 0..qkv.size()-1 (qkv[p]: [q_dim + 2 kv_dim] of
+// position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
+// key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
+                                   float freq_base, bool neox, int n_split);
+// The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
+std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
+
+// Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
+// MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.
+void set_pdl(bool on);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.

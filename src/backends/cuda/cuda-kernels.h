@@ -37,6 +37,15 @@ int64_t device_d_row_elems(dtype t, int64_t n_in);
 // Converts n_rows GGUF rows at src into the device layout (host memory; q and d sized by the functions above).
 void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint8_t* q, uint16_t* d);
 
+// Block shape of a matvec launch: output rows per block and warps per block (sharing those rows' columns).
+struct matvec_shape {
+    int rows = 0, warps = 0;  // supported: rows 1 or 2, warps 1, 2 or 4
+};
+// The shape launch_matvec uses for w (or the forced one, when set).
+matvec_shape default_matvec_shape(const gpu_weight& w);
+// Forces one shape on every later launch_matvec ({0, 0}: back to the default); for benchmarks only.
+void force_matvec_shape(matvec_shape shape);
+
 // y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, cudaStream_t s);
@@ -59,10 +68,14 @@ struct rope_params {
 // writes k and v as f16 into row *pos of the layer's caches ([n_ctx, kv_dim] each).
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                     uint16_t* v_cache, cudaStream_t s);
-// Decode attention of one query token (q: [n_head, head_dim]) over cache rows 0..*pos, split over n_split
-// key ranges (partial: n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]).
-void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
-                      int head_dim, const int32_t* pos, int n_split, float* partial, float* out, cudaStream_t s);
+// Decode attention of one query token over cache rows 0..*pos, split over n_split key ranges (partial:
+// n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]); with q_block > 0 also
+// quantizes out into xq/xd/xs (the Wo input, as launch_quantize). qkv, bias as launch_rope_kv, which runs
+// first (RoPE and the cache write of position *pos; fusing it into the attention kernel was measured slower,
+// docs/cuda.md).
+void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
+                      uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
+                      float* xs, cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);

@@ -24,7 +24,19 @@ void require_device() {
 bandwidth_probe probe_bandwidth() {
     not_compiled();
 }
-double bench_matvec(dtype, int64_t, int64_t, int) {
+double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
+    not_compiled();
+}
+std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
+    not_compiled();
+}
+std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int) {
+    not_compiled();
+}
+std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {
+    not_compiled();
+}
+void set_pdl(bool) {
     not_compiled();
 }
 double check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {

@@ -373,7 +373,7 @@ private:
     // The decode step, in stream order (captured once into the graph).
     void record() {
         const auto& c = cfg_;
-        const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+        const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
         cudaStream_t s = stream_;
         int32_t* token = io_;
         int32_t* pos = io_ + 1;
@@ -387,10 +387,8 @@ private:
             uint16_t* vc = v_cache_ + il * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
-            launch_attention(qkv_, kc, vc, int(c.n_head), int(c.n_head_kv), int(c.head_dim), pos, n_split_, partial_,
-                             att_, s);
-            if (matvec_uses_int8(L.wo.type)) launch_quantize(att_, Q, q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
+            launch_attention(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_, att_,
+                             matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
@@ -494,61 +492,6 @@ bandwidth_probe probe_bandwidth() {
     r.l2_read_gbs = probe_read_gbs(16ull << 20, 9);
     if (r.hbm_read_gbs <= 0 || r.l2_read_gbs <= 0) fail("cuda", "bandwidth probe failed");
     return r;
-}
-
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps) {
-    require_device();
-    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
-    gpu_weight w;
-    w.type = t;
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.q_row_bytes = device_q_row_bytes(t, n_in);
-    const int64_t d_row = device_d_row_elems(t, n_in);
-    std::vector<void*> ptrs;
-    auto alloc = [&](size_t bytes) {
-        void* p = nullptr;
-        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
-        ptrs.push_back(p);
-        return p;
-    };
-    // Enough copies that the set is several times the L2: each repetition reads a cold copy.
-    const uint64_t bytes = uint64_t(w.q_row_bytes * n_out + d_row * n_out * 2);
-    const int copies = int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
-    std::vector<gpu_weight> ws;
-    for (int i = 0; i < copies; i++) {
-        gpu_weight c = w;
-        c.q = static_cast<uint8_t*>(alloc(size_t(w.q_row_bytes * n_out)));
-        c.d = d_row ? static_cast<uint16_t*>(alloc(size_t(d_row * n_out) * 2)) : nullptr;
-        launch_fill_random(c, uint64_t(i) + 3, nullptr);
-        ws.push_back(c);
-    }
-    auto* x = static_cast<float*>(alloc(size_t(n_in) * 4));
-    auto* xq = static_cast<int8_t*>(alloc(size_t(n_in)));
-    auto* xd = static_cast<float*>(alloc(size_t(n_in / 32 + 1) * 4));
-    auto* xs = static_cast<float*>(alloc(size_t(n_in / 32 + 1) * 4));
-    auto* y = static_cast<float*>(alloc(size_t(n_out) * 4));
-    launch_fill_f32(x, n_in, 0.5f, nullptr);
-    if (n_in % 32 == 0) launch_quantize(x, n_in, 32, xq, xd, xs, nullptr);
-    cudaEvent_t a, b;
-    check(cudaEventCreate(&a), "cudaEventCreate");
-    check(cudaEventCreate(&b), "cudaEventCreate");
-    std::vector<double> gbs;
-    for (int r = 0; r < reps + 3; r++) {
-        cudaEventRecord(a);
-        launch_matvec(ws[size_t(r % copies)], x, xq, xd, xs, y, false, nullptr);
-        cudaEventRecord(b);
-        check(cudaEventSynchronize(b), "matvec");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        if (r >= 3) gbs.push_back(double(bytes) / (double(ms) * 1e-3) / 1e9);
-    }
-    check(cudaGetLastError(), "matvec bench");
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    for (void* p : ptrs) cudaFree(p);
-    std::sort(gbs.begin(), gbs.end());
-    return gbs[gbs.size() / 2];
 }
 
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file> g, uint32_t n_ctx) {

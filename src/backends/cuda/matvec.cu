@@ -1,281 +1,23 @@
-// Decode matrix-vector kernels: one warp per output row. A row is cut into "tasks" of whole 16-byte chunks
-// (a Q8_0 half block, a Q4_0 block, a quarter of a Q4_K/Q5_K super-block, half a Q6_K super-block, 8
-// f16/bf16 or 4 f32 elements); lane l takes tasks l, l + 32, ..., so a warp's loads of one instruction cover
-// a contiguous span of the row. Weights are read once with streaming (evict-first) 16-byte loads; the
-// activations (a few KB) are re-read by every warp and stay in L1/L2.
-#include <cuda_fp16.h>
-
-#include "backends/cuda/cuda-kernels.h"
+// Decode matrix-vector dispatch (block shape per matrix), the Q8_0/Q4_0 instantiations, and the embedding
+// gather. Kernels: matvec-common.cuh.
+#include "backends/cuda/matvec-common.cuh"
 
 namespace memtile::cuda {
+namespace detail {
+
+void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
+    if (w.type == dtype::q8_0)
+        launch_shaped<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
+    else
+        launch_shaped<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
+}
+
+}  // namespace detail
+
 namespace {
 
-constexpr int k_warps = 4;  // warps per block
-
-__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
-    return __ldcs(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ int4 load_act(const int8_t* p) {
-    return __ldg(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ float h2f(uint16_t bits) {
-    return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ int word(const int4& v, int i) {
-    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-// Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
-__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
-    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
-    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
-}
-// Scale and min j (0..7) of a Q4_K/Q5_K header vector h (bytes: d, dmin, then the 12 packed scale bytes).
-__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
-    if (j < 4) {
-        sc = float(byte_of(h, 4 + j) & 63);
-        mn = float(byte_of(h, 8 + j) & 63);
-    } else {
-        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
-        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
-    }
-}
-
-// Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
-// adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
-
-// Q8_0 task t: quants t*16..t*16+15 of the row (half of block t/2).
-template <int R>
-__device__ __forceinline__ void task_q8_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, float (&acc)[R]) {
-    const int4 a = load_act(xq + 16 * t);
-    const float ad = xd[t / 2];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int4 w = load_stream(q[r] + 16 * t);
-        int s = __dp4a(w.x, a.x, 0);
-        s = __dp4a(w.y, a.y, s);
-        s = __dp4a(w.z, a.z, s);
-        s = __dp4a(w.w, a.w, s);
-        acc[r] += h2f(__ldg(d[r] + t / 2)) * ad * float(s);
-    }
-}
-
-// Q4_0 task b: block b (16 bytes: element j in the low nibble of byte j, element j + 16 in the high one).
-template <int R>
-__device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, const float* xs, int b, float (&acc)[R]) {
-    const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
-    const float ad = xd[b], as = xs[b];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int4 w = load_stream(q[r] + 16 * b);
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            s = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), s);
-            s = __dp4a((word(w, k) >> 4) & 0x0f0f0f0f, word(a1, k), s);
-        }
-        acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(s) - 8.0f * as);
-    }
-}
-
-// Q4_K task t: super-block t/4, c = t%4: quant bytes 32c..32c+31 hold sub-block 2c (low nibbles) and 2c+1
-// (high nibbles), elements 64c..64c+63 of the super-block. Q5_K (FIVE): bit 4 of element l of sub-block s is
-// bit s of qh[l]; its block is header 16 | qh 32 | qs 128.
-template <int R, bool FIVE>
-__device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8_t* xq, const float* xd,
-                                        const float* xs, int t, float (&acc)[R]) {
-    const int b = t >> 2, c = t & 3;
-    const int8_t* ax = xq + b * 256 + 64 * c;
-    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
-    const int g = b * 8 + 2 * c;
-    const float ad0 = xd[g], ad1 = xd[g + 1], as0 = xs[g], as1 = xs[g + 1];
-    const int s0 = 2 * c, s1 = 2 * c + 1;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const uint8_t* blk = q[r] + int64_t(b) * (FIVE ? 176 : 144);
-        const int4 h = load_stream(blk);
-        const int qs_off = FIVE ? 48 : 16;
-        const int4 w0 = load_stream(blk + qs_off + 32 * c), w1 = load_stream(blk + qs_off + 16 + 32 * c);
-        int4 qh0 = make_int4(0, 0, 0, 0), qh1 = qh0;
-        if (FIVE) {
-            qh0 = load_stream(blk + 16);
-            qh1 = load_stream(blk + 32);
-        }
-        int lo = 0, hi = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            int l0 = word(w0, k) & 0x0f0f0f0f, l1 = word(w1, k) & 0x0f0f0f0f;
-            int h0 = (word(w0, k) >> 4) & 0x0f0f0f0f, h1 = (word(w1, k) >> 4) & 0x0f0f0f0f;
-            if (FIVE) {
-                const int hA = word(qh0, k), hB = word(qh1, k);
-                l0 |= ((hA >> s0) & 0x01010101) << 4;
-                l1 |= ((hB >> s0) & 0x01010101) << 4;
-                h0 |= ((hA >> s1) & 0x01010101) << 4;
-                h1 |= ((hB >> s1) & 0x01010101) << 4;
-            }
-            lo = __dp4a(l0, word(a0, k), lo);
-            lo = __dp4a(l1, word(a1, k), lo);
-            hi = __dp4a(h0, word(a2, k), hi);
-            hi = __dp4a(h1, word(a3, k), hi);
-        }
-        float sc0, mn0, sc1, mn1;
-        scale_min(h, s0, sc0, mn0);
-        scale_min(h, s1, sc1, mn1);
-        const float d = h2f(uint16_t(h.x & 0xffff)), dmin = h2f(uint16_t(uint32_t(h.x) >> 16));
-        acc[r] += d * (sc0 * ad0 * float(lo) + sc1 * ad1 * float(hi)) - dmin * (mn0 * as0 + mn1 * as1);
-    }
-}
-
-// Q6_K task t: super-block t/2, half hh = t%2 (128 elements). Repacked block: ql[128] | qh[64] | scales[16].
-// Element 128hh + 32j + l (j = 0..3, l = 0..31): ql byte 64hh + 32(j&1) + l (low nibble for j < 2, high for
-// j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
-template <int R>
-__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, float (&acc)[R]) {
-    const int b = t >> 1, hh = t & 1;
-    int4 L[R][4], H[R][2], sc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const uint8_t* blk = q[r] + int64_t(b) * 208;
-#pragma unroll
-        for (int i = 0; i < 4; i++) L[r][i] = load_stream(blk + 64 * hh + 16 * i);
-        H[r][0] = load_stream(blk + 128 + 32 * hh);
-        H[r][1] = load_stream(blk + 144 + 32 * hh);
-        sc[r] = load_stream(blk + 192);
-    }
-    const int8_t* ax = xq + b * 256 + 128 * hh;
-    float part[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) part[r] = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
-        int sum[2] = {0, 0};
-#pragma unroll
-        for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
-        const float ad = xd[b * 8 + 4 * hh + j];
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            int dot[2] = {0, 0};
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const int lw = word(L[r][(j & 1) * 2 + k / 4], k % 4);
-                const int hw = word(H[r][k / 4], k % 4);
-                const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
-                dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
-            }
-            const float s0 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j)));
-            const float s1 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1)));
-            part[r] += ad * (s0 * float(dot[0] - 32 * sum[0]) + s1 * float(dot[1] - 32 * sum[1]));
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * part[r];
-}
-
-__device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
-    const float2 p0 = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
-    const float2 p1 = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
-    const float2 p2 = __half22float2(*reinterpret_cast<const __half2*>(&w.z));
-    const float2 p3 = __half22float2(*reinterpret_cast<const __half2*>(&w.w));
-    return p0.x * x0.x + p0.y * x0.y + p1.x * x0.z + p1.y * x0.w + p2.x * x1.x + p2.y * x1.y + p3.x * x1.z +
-           p3.y * x1.w;
-}
-__device__ __forceinline__ float bf_lo(int w) {
-    return __uint_as_float(uint32_t(w) << 16);
-}
-__device__ __forceinline__ float bf_hi(int w) {
-    return __uint_as_float(uint32_t(w) & 0xffff0000u);
-}
-__device__ __forceinline__ float dot8_bf16(const int4& w, const float4& x0, const float4& x1) {
-    return bf_lo(w.x) * x0.x + bf_hi(w.x) * x0.y + bf_lo(w.y) * x0.z + bf_hi(w.y) * x0.w + bf_lo(w.z) * x1.x +
-           bf_hi(w.z) * x1.y + bf_lo(w.w) * x1.z + bf_hi(w.w) * x1.w;
-}
-
-// Element i of a row of a plain float format (scalar path for rows that are not a multiple of the vector).
-__device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t i) {
-    if (t == dtype::f32) return reinterpret_cast<const float*>(row)[i];
-    const uint16_t b = reinterpret_cast<const uint16_t*>(row)[i];
-    return t == dtype::f16 ? h2f(b) : __uint_as_float(uint32_t(b) << 16);
-}
-
-// Block: k_warps warps; warp w takes rows R * (blockIdx.x * k_warps + w) + r, r < R (rows past n_out repeat
-// the last row and are not stored).
-template <dtype T, int R>
-__global__ void __launch_bounds__(32 * k_warps)
-    matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  int accumulate) {
-    const int lane = threadIdx.x & 31;
-    const int64_t row0 = (int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5)) * R;
-    if (row0 >= w.n_out) return;
-    const int n_in = int(w.n_in);
-    const int64_t d_row = T == dtype::q6_k ? n_in / 256 : n_in / 32;
-    const uint8_t* q[R];
-    const uint16_t* d[R];
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = min(row0 + r, w.n_out - 1);
-        q[r] = w.q + row * w.q_row_bytes;
-        d[r] = w.d ? w.d + row * d_row : nullptr;
-        acc[r] = 0;
-    }
-    if constexpr (T == dtype::q8_0) {
-#pragma unroll 2
-        for (int t = lane; t < n_in / 16; t += 32) task_q8_0<R>(q, d, xq, xd, t, acc);
-    } else if constexpr (T == dtype::q4_0) {
-#pragma unroll 2
-        for (int t = lane; t < n_in / 32; t += 32) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
-    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
-        for (int t = lane; t < n_in / 64; t += 32) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, acc);
-    } else if constexpr (T == dtype::q6_k) {
-        for (int t = lane; t < n_in / 128; t += 32) task_q6_k<R>(q, d, xq, xd, t, acc);
-    } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
-        if (n_in % 8 == 0) {
-            const float4* x4 = reinterpret_cast<const float4*>(x);
-#pragma unroll 2
-            for (int t = lane; t < n_in / 8; t += 32) {
-                const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int4 v = load_stream(q[r] + 16 * t);
-                    acc[r] += T == dtype::f16 ? dot8_f16(v, x0, x1) : dot8_bf16(v, x0, x1);
-                }
-            }
-        } else {
-            for (int i = lane; i < n_in; i += 32)
-#pragma unroll
-                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
-        }
-    } else {
-        if (n_in % 4 == 0) {
-            const float4* x4 = reinterpret_cast<const float4*>(x);
-#pragma unroll 2
-            for (int t = lane; t < n_in / 4; t += 32) {
-                const float4 a = __ldg(x4 + t);
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const float4 v = __ldcs(reinterpret_cast<const float4*>(q[r]) + t);
-                    acc[r] += v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
-                }
-            }
-        } else {
-            for (int i = lane; i < n_in; i += 32)
-#pragma unroll
-                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const float v = warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v : v;
-    }
-}
+using namespace detail;
 
 // Element i of row r of a weight in the device layout (the embedding gather; one thread per element).
 __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
@@ -320,40 +62,50 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
 }
 
 __global__ void embed_kernel(gpu_weight w, const int32_t* token, float* x) {
+    griddep_wait();
+    griddep_launch();
     const int64_t r = *token;
     for (int64_t i = threadIdx.x + int64_t(blockIdx.x) * blockDim.x; i < w.n_in; i += int64_t(gridDim.x) * blockDim.x)
         x[i] = dequant_elem(w, r, i);
 }
 
-template <dtype T>
-void launch_typed(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  bool accumulate, cudaStream_t s) {
-    // 2 rows per warp: 4 was measured slower for every format (F16 decode 203 -> 142 tok/s, fewer warps in
-    // flight on the 4096-row matrices), see docs/cuda.md.
-    constexpr int rows = 2;
-    constexpr int rows_per_block = k_warps * rows;
-    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-    matvec_kernel<T, rows><<<blocks, 32 * k_warps, 0, s>>>(w, x, xq, xd, xs, y, accumulate ? 1 : 0);
-}
+matvec_shape g_forced_shape{};
 
 }  // namespace
 
+void force_matvec_shape(matvec_shape shape) {
+    g_forced_shape = shape;
+}
+
+// From the shape sweep of tests/cuda/cuda-check.cpp (H200, docs/cuda.md). Long rows (the down matrix, n_in
+// 14,336 over 4,096 rows) split each row over 4 warps (not Q6_K: its task is twice as long); the float formats do so
+// everywhere (their loop is short per byte, so the memory system needs more warps in flight). 2 rows per warp share the
+// activation loads of the integer formats; Q8_0/Q4_0 with many rows prefer one row per warp.
+matvec_shape default_matvec_shape(const gpu_weight& w) {
+    if (g_forced_shape.rows > 0) return g_forced_shape;
+    if (!matvec_uses_int8(w.type)) return {2, 4};
+    if (w.type == dtype::q6_k) return {2, 1};
+    if (w.n_in >= 8192) return {2, 4};
+    if (w.n_out <= 4096) return {2, 2};
+    if (w.type == dtype::q8_0 || w.type == dtype::q4_0) return {1, 1};
+    return {2, 1};
+}
+
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, cudaStream_t s) {
+    const matvec_shape shape = default_matvec_shape(w);
     switch (w.type) {
-        case dtype::q8_0: launch_typed<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::q4_0: launch_typed<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::q4_k: launch_typed<dtype::q4_k>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::q5_k: launch_typed<dtype::q5_k>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::q6_k: launch_typed<dtype::q6_k>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::f16: launch_typed<dtype::f16>(w, x, xq, xd, xs, y, accumulate, s); break;
-        case dtype::bf16: launch_typed<dtype::bf16>(w, x, xq, xd, xs, y, accumulate, s); break;
-        default: launch_typed<dtype::f32>(w, x, xq, xd, xs, y, accumulate, s); break;
+        case dtype::q8_0:
+        case dtype::q4_0: launch_matvec_legacy(w, x, xq, xd, xs, y, accumulate, shape, s); break;
+        case dtype::q4_k:
+        case dtype::q5_k:
+        case dtype::q6_k: launch_matvec_kquant(w, x, xq, xd, xs, y, accumulate, shape, s); break;
+        default: launch_matvec_float(w, x, xq, xd, xs, y, accumulate, shape, s); break;
     }
 }
 
 void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s) {
-    embed_kernel<<<unsigned((w.n_in + 255) / 256), 256, 0, s>>>(w, token, x);
+    launch(embed_kernel, unsigned((w.n_in + 255) / 256), 256, s, w, token, x);
 }
 
 }  // namespace memtile::cuda

@@ -4,12 +4,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda {
+namespace detail {
+
 namespace {
+bool g_pdl_set = false, g_pdl = true;
+}  // namespace
+
+bool pdl_enabled() {
+    if (!g_pdl_set) {
+        const char* env = std::getenv("MEMTILE_CUDA_PDL");
+        g_pdl = !(env && env[0] == '0');
+        g_pdl_set = true;
+    }
+    return g_pdl;
+}
+
+}  // namespace detail
+
+// Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
+void set_pdl(bool on);
+void set_pdl(bool on) {
+    detail::pdl_enabled();
+    detail::g_pdl = on;
+}
+
+namespace {
+
+using detail::griddep_launch;
+using detail::griddep_wait;
+using detail::launch;
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -48,45 +78,62 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
     }
 }
 
-// One block of 1024 threads: sum of squares in double (as the CPU engine), then each warp normalises (and
-// quantizes) runs of NG groups of 32.
-template <int NG>
-__global__ void rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps, int8_t* xq, float* xd,
-                                float* xs) {
-    __shared__ double partial[32];
-    __shared__ float scale_s;
+// Quantizes the 256 values of a block of 256 threads (thread t: element e0 + t, elements from n on absent)
+// exactly as quantize_warp: per group of 32 (q_block 32) or with one scale for all 256 (q_block 256, n % 256
+// == 0). n % 32 == 0, so a warp's 32 elements are all present or all absent.
+__device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n, int q_block, int8_t* xq, float* xd,
+                                                  float* xs) {
+    __shared__ float wmax[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float amax = warp_max(fabsf(v));
+    if (q_block == 256) {
+        if (lane == 0) wmax[warp] = amax;
+        __syncthreads();
+        amax = wmax[0];
+        for (int k = 1; k < 8; k++) amax = fmaxf(amax, wmax[k]);
+    }
+    if (e0 + warp * 32 >= n) return;
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const int q = __float2int_rn(__fmul_rn(v, inv));
+    xq[e0 + threadIdx.x] = int8_t(q);
+    const int sq = warp_sum_int(q);
+    if (lane == 0) {
+        xd[e0 / 32 + warp] = d;
+        xs[e0 / 32 + warp] = d * float(sq);
+    }
+}
+
+// Blocks of 256 threads, one element each. Every block sums the squares of all of x in double (the same
+// order in every block, so the same scale; as the CPU engine, in double), then normalises (and quantizes)
+// its 256 elements: no single-block kernel on the critical path.
+__global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps,
+                                                       int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    __shared__ double partial[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     double ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += double(x[i]) * double(x[i]);
+    for (int i = threadIdx.x; i < n; i += 256) ss += double(x[i]) * double(x[i]);
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
     if (lane == 0) partial[warp] = ss;
     __syncthreads();
-    if (warp == 0) {
-        double t = lane < n_warps ? partial[lane] : 0.0;
-        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-        if (lane == 0) scale_s = float(1.0 / sqrt(t / double(n) + double(eps)));
+    double t = 0;
+    for (int k = 0; k < 8; k++) t += partial[k];
+    const float scale = float(1.0 / sqrt(t / double(n) + double(eps)));
+    const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
+    float v = 0;
+    if (i < n) {
+        v = x[i] * scale * w[i];
+        out[i] = v;
     }
-    __syncthreads();
-    const float scale = scale_s;
-    if (xq) {
-        for (int r = warp; r < n / (32 * NG); r += n_warps) {
-            float v[NG];
-#pragma unroll
-            for (int k = 0; k < NG; k++) {
-                const int i = (r * NG + k) * 32 + lane;
-                v[k] = x[i] * scale * w[i];
-                out[i] = v[k];
-            }
-            quantize_warp<NG>(v, int64_t(r) * NG, lane, xq, xd, xs);
-        }
-    } else {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * w[i];
-    }
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs);
 }
 
 // One warp per run of NG groups of 32 of x.
 template <int NG>
 __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
     const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (r >= n / (32 * NG)) return;
@@ -96,35 +143,52 @@ __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd
     quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
 }
 
-// One thread per rotated pair of q and k heads, then the k/v cache write. Grid covers max(q_dim, 2 kv_dim).
-__global__ void rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
-                               __half* vc) {
+// One thread per pair of elements of one head of q, k or v (qkv: q heads, then k heads, then v heads, each
+// head_dim long): adds the bias, rotates q and k pairs (i < n_rot / 2; the other pairs pass through) and
+// writes k and v as f16 into cache row *pos. Pairs are independent: no ordering between threads.
+__global__ void __launch_bounds__(256)
+    rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc, __half* vc) {
+    griddep_wait();
+    griddep_launch();
     const int pos = *pos_p;
-    const int q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim, half = p.n_rot / 2;
-    const int total = q_dim + 2 * kv_dim;
-    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
-    // Phase 1 (bias): every element of q, k, v. The grid is one block, so __syncthreads orders the phases.
-    if (bias)
-        for (int i = tid; i < total; i += blockDim.x * gridDim.x) qkv[i] += bias[i];
-    __syncthreads();
-    // Phase 2: pairs (head h of q then k, pair i < half).
-    const int n_pairs = (p.n_head + p.n_head_kv) * half;
-    for (int job = tid; job < n_pairs; job += blockDim.x * gridDim.x) {
-        const int h = job / half, i = job % half;
-        float* v = h < p.n_head ? qkv + h * p.head_dim : qkv + q_dim + (h - p.n_head) * p.head_dim;
+    const int hd2 = p.head_dim / 2, half = p.n_rot / 2, kv_dim = p.n_head_kv * p.head_dim;
+    const int job = blockIdx.x * blockDim.x + threadIdx.x;
+    if (job >= (p.n_head + 2 * p.n_head_kv) * hd2) return;
+    const int head = job / hd2, i = job % hd2;
+    const bool is_v = head >= p.n_head + p.n_head_kv;
+    float* v = qkv + int64_t(head) * p.head_dim;
+    int a, b;
+    if (is_v) {
+        a = 2 * i;
+        b = 2 * i + 1;
+    } else if (i < half) {
+        a = p.neox ? i : 2 * i;
+        b = p.neox ? i + half : 2 * i + 1;
+    } else {
+        a = p.n_rot + 2 * (i - half);
+        b = a + 1;
+    }
+    float x0 = v[a], x1 = v[b];
+    if (bias) {
+        x0 += bias[head * p.head_dim + a];
+        x1 += bias[head * p.head_dim + b];
+    }
+    if (!is_v && i < half) {
         float theta = float(pos) * p.freq[i];
         if (p.factors) theta /= p.factors[i];
-        float s, c;
-        sincosf(theta, &s, &c);
-        const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
+        float sn, cs;
+        sincosf(theta, &sn, &cs);
+        const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
+        x0 = r0;
+        x1 = r1;
     }
-    __syncthreads();
-    for (int i = tid; i < kv_dim; i += blockDim.x * gridDim.x) {
-        kc[int64_t(pos) * kv_dim + i] = __float2half_rn(qkv[q_dim + i]);
-        vc[int64_t(pos) * kv_dim + i] = __float2half_rn(qkv[q_dim + kv_dim + i]);
+    v[a] = x0;
+    v[b] = x1;
+    if (head >= p.n_head) {
+        __half* c = is_v ? vc : kc;
+        const int h = head - p.n_head - (is_v ? p.n_head_kv : 0);
+        c[int64_t(pos) * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
+        c[int64_t(pos) * kv_dim + h * p.head_dim + b] = __float2half_rn(x1);
     }
 }
 
@@ -137,6 +201,8 @@ template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_partial_kernel(const float* q, const __half* kc, const __half* vc, int n_head, int n_head_kv, int hd,
                         const int32_t* pos_p, float* partial) {
+    griddep_wait();
+    griddep_launch();
     const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n_keys = *pos_p + 1;
@@ -196,49 +262,51 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     }
 }
 
-// Grid n_head: merges the n_split partial states of head h into out[h * hd + d].
-__global__ void attn_combine_kernel(const float* partial, int n_split, int hd, float* out) {
-    const int h = blockIdx.x;
-    const float* p = partial + int64_t(h) * n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+// Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
+// h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
+__global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial, int n_split, int n_head, int hd,
+                                                           float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    const int n = n_head * hd;
+    const int e = blockIdx.x * 256 + threadIdx.x;
+    float v = 0;
+    if (e < n) {
+        const int h = e / hd, d = e % hd;
+        const float* p = partial + int64_t(h) * n_split * (hd + 2);
+        float M = -INFINITY;
+        for (int s = 0; s < n_split; s++)
+            if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
+        float L = 0;
+        for (int s = 0; s < n_split; s++)
+            if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
         float a = 0;
         for (int s = 0; s < n_split; s++)
             if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
-        out[h * hd + d] = a / L;
+        v = a / L;
+        out[e] = v;
     }
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs);
 }
 
-// gate/up product; with xq, one warp per run of NG groups of 32 (quantized as it is written).
-template <int NG>
-__global__ void swiglu_kernel(const float* gu, int64_t n_ff, float* out, int8_t* xq, float* xd, float* xs) {
-    if (!xq) {
-        const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-        if (i >= n_ff) return;
+// gate/up product, one element per thread in blocks of 256; with xq also quantized (n_ff % 32 == 0).
+__global__ void __launch_bounds__(256)
+    swiglu_kernel(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
+    float v = 0;
+    if (i < n_ff) {
         const float g = gu[i];
-        out[i] = g / (1.0f + expf(-g)) * gu[n_ff + i];
-        return;
+        v = g / (1.0f + expf(-g)) * gu[n_ff + i];
+        out[i] = v;
     }
-    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (r >= n_ff / (32 * NG)) return;
-    float v[NG];
-#pragma unroll
-    for (int k = 0; k < NG; k++) {
-        const int64_t i = (r * NG + k) * 32 + lane;
-        const float g = gu[i];
-        v[k] = g / (1.0f + expf(-g)) * gu[n_ff + i];
-        out[i] = v[k];
-    }
-    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n_ff, q_block, xq, xd, xs);
 }
 
 __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
+    griddep_wait();
+    griddep_launch();
     __shared__ float bv[32];
     __shared__ int bi[32];
     float best = -INFINITY;
@@ -367,54 +435,65 @@ __global__ void read_l2_kernel(const int4* p, uint64_t n, int passes, int* sink)
 
 void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
                      float* xs, cudaStream_t s) {
-    if (xq && q_block == 256 && n % 256 == 0)
-        rms_norm_kernel<8><<<1, 1024, 0, s>>>(x, w, out, n, eps, xq, xd, xs);
-    else
-        rms_norm_kernel<1><<<1, 1024, 0, s>>>(x, w, out, n, eps, n % 32 == 0 ? xq : nullptr, xd, xs);
+    // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    launch(rms_norm_kernel, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb, n % 32 == 0 ? xq : nullptr, xd,
+           xs);
 }
 
 void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     if (q_block == 256 && n % 256 == 0)
-        quantize_kernel<8><<<unsigned((n / 8 + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+        launch(quantize_kernel<8>, unsigned((n / 8 + 255) / 256), 256, s, x, n, xq, xd, xs);
     else
-        quantize_kernel<1><<<unsigned((n + 255) / 256), 256, 0, s>>>(x, n, xq, xd, xs);
+        launch(quantize_kernel<1>, unsigned((n + 255) / 256), 256, s, x, n, xq, xd, xs);
 }
 
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                     uint16_t* v_cache, cudaStream_t s) {
-    rope_kv_kernel<<<1, 1024, 0, s>>>(qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
-                                      reinterpret_cast<__half*>(v_cache));
+    const int jobs = (p.n_head + 2 * p.n_head_kv) * (p.head_dim / 2);
+    launch(rope_kv_kernel, unsigned((jobs + 255) / 256), 256, s, qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
+           reinterpret_cast<__half*>(v_cache));
 }
 
-void launch_attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int n_head, int n_head_kv,
-                      int head_dim, const int32_t* pos, int n_split, float* partial, float* out, cudaStream_t s) {
+void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
+                      uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
+                      float* xs, cudaStream_t s) {
+    launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
+    const int n_head = p.n_head, n_head_kv = p.n_head_kv, head_dim = p.head_dim;
     const dim3 grid{unsigned(n_head), unsigned(n_split), 1u};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const float* q = qkv;
     const int nd = (head_dim + 31) / 32;
     if (nd <= 1)
-        attn_partial_kernel<1><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<1>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else if (nd <= 2)
-        attn_partial_kernel<2><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<2>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else if (nd <= 4)
-        attn_partial_kernel<4><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
+        launch(attn_partial_kernel<4>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
     else
-        attn_partial_kernel<8><<<grid, 32 * k_attn_warps, 0, s>>>(q, kc, vc, n_head, n_head_kv, head_dim, pos, partial);
-    attn_combine_kernel<<<unsigned(n_head), 128, 0, s>>>(partial, n_split, head_dim, out);
+        launch(attn_partial_kernel<8>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
+               partial);
+    const int n = n_head * head_dim;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const bool fused = xq && q_block > 0 && n % 32 == 0;
+    launch(attn_combine_kernel, unsigned((n + 255) / 256), 256, s, partial, n_split, n_head, head_dim, out, qb,
+           fused ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    if (xq && q_block > 0 && !fused) launch_quantize(out, n, q_block, xq, xd, xs, s);
 }
 
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s) {
-    if (xq && q_block == 256 && n_ff % 256 == 0)
-        swiglu_kernel<8><<<unsigned((n_ff / 8 + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
-    else if (xq && n_ff % 32 == 0)
-        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, xq, xd, xs);
-    else
-        swiglu_kernel<1><<<unsigned((n_ff + 255) / 256), 256, 0, s>>>(gu, n_ff, out, nullptr, xd, xs);
+    const int qb = q_block == 256 && n_ff % 256 == 0 ? 256 : 32;
+    launch(swiglu_kernel, unsigned((n_ff + 255) / 256), 256, s, gu, n_ff, out, qb, n_ff % 32 == 0 ? xq : nullptr, xd,
+           xs);
 }
 
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {
-    argmax_kernel<<<1, 1024, 0, s>>>(logits, n, token, pos);
+    launch(argmax_kernel, 1, 1024, s, logits, n, token, pos);
 }
 
 void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s) {

@@ -1,0 +1,336 @@
+// Decode matrix-vector kernels (shared by matvec.cu, matvec-kquant.cu and matvec-float.cu, which each
+// instantiate one family of formats so that nvcc compiles them in parallel).
+//
+// A block of 4 warps takes 4 / W groups of R output rows, W warps per group. A row is cut into "tasks" of whole 16-byte
+// chunks (a Q8_0 half block, a Q4_0 block, a quarter of a Q4_K/Q5_K super-block, half a Q6_K super-block, 8 f16/bf16 or
+// 4 f32 elements); thread i of the block takes tasks i, i + 32 W, ..., so a warp's loads of one instruction cover a
+// contiguous span of the row. R rows per block share each activation load (R = 2 halves the L1 traffic of
+// the activations); W warps per row give the short-row, few-row matrices (Wo, down: 4,096 rows) enough warps
+// to keep the memory system busy. Weights are read once with streaming (evict-first) 16-byte loads; the
+// activations (a few KB) are re-read by every block and stay in L1/L2.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/launch.cuh"
+
+namespace memtile::cuda::detail {
+
+__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
+    return __ldcs(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ int4 load_act(const int8_t* p) {
+    return __ldg(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ float h2f(uint16_t bits) {
+    return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ int word(const int4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
+__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
+    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
+    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
+}
+// Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
+// adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
+
+// Q8_0 task t: quants t*16..t*16+15 of the row (half of block t/2).
+template <int R>
+__device__ __forceinline__ void task_q8_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, float (&acc)[R]) {
+    const int4 a = load_act(xq + 16 * t);
+    const float ad = xd[t / 2];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w = load_stream(q[r] + 16 * t);
+        int s = __dp4a(w.x, a.x, 0);
+        s = __dp4a(w.y, a.y, s);
+        s = __dp4a(w.z, a.z, s);
+        s = __dp4a(w.w, a.w, s);
+        acc[r] += h2f(__ldg(d[r] + t / 2)) * ad * float(s);
+    }
+}
+
+// Q4_0 task b: block b (16 bytes: element j in the low nibble of byte j, element j + 16 in the high one).
+template <int R>
+__device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, const float* xs, int b, float (&acc)[R]) {
+    const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
+    const float ad = xd[b], as = xs[b];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w = load_stream(q[r] + 16 * b);
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), s);
+            s = __dp4a((word(w, k) >> 4) & 0x0f0f0f0f, word(a1, k), s);
+        }
+        acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(s) - 8.0f * as);
+    }
+}
+
+// Q4_K task t: super-block t/4, c = t%4: quant bytes 32c..32c+31 hold sub-block 2c (low nibbles) and 2c+1
+// (high nibbles), elements 64c..64c+63 of the super-block. Q5_K (FIVE): bit 4 of element l of sub-block s is
+// bit s of qh[l]; its block is header 16 | qh 32 | qs 128.
+template <int R, bool FIVE>
+__device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8_t* xq, const float* xd,
+                                        const float* xs, int t, int c, float (&acc)[R]) {
+    // c = t % 4 is the same for all of a thread's tasks (the task stride is a multiple of 4): the byte
+    // positions of its two scales/mins and the branch between the two packings are loop-invariant.
+    const int b = t >> 2;
+    const int8_t* ax = xq + b * 256 + 64 * c;
+    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const int g = b * 8 + 2 * c;
+    const float2 ad = *reinterpret_cast<const float2*>(xd + g), as = *reinterpret_cast<const float2*>(xs + g);
+    const int s0 = 2 * c, s1 = 2 * c + 1;
+    const int sh = 8 * (s0 & 3);  // scales/mins s0, s1 sit in bytes s0 % 4 and s0 % 4 + 1 of their words
+    const bool high = c >= 2;     // sub-blocks 4..7: 4 low bits in bytes 8..11, 2 high bits in bytes 0..7
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const uint8_t* blk = q[r] + int64_t(b) * (FIVE ? 176 : 144);
+        const int4 h = load_stream(blk);
+        const int qs_off = FIVE ? 48 : 16;
+        const int4 w0 = load_stream(blk + qs_off + 32 * c), w1 = load_stream(blk + qs_off + 16 + 32 * c);
+        int4 qh0 = make_int4(0, 0, 0, 0), qh1 = qh0;
+        if (FIVE) {
+            qh0 = load_stream(blk + 16);
+            qh1 = load_stream(blk + 32);
+        }
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            int l0 = word(w0, k) & 0x0f0f0f0f, l1 = word(w1, k) & 0x0f0f0f0f;
+            int h0 = (word(w0, k) >> 4) & 0x0f0f0f0f, h1 = (word(w1, k) >> 4) & 0x0f0f0f0f;
+            if (FIVE) {
+                const int hA = word(qh0, k), hB = word(qh1, k);
+                l0 |= ((hA >> s0) & 0x01010101) << 4;
+                l1 |= ((hB >> s0) & 0x01010101) << 4;
+                h0 |= ((hA >> s1) & 0x01010101) << 4;
+                h1 |= ((hB >> s1) & 0x01010101) << 4;
+            }
+            lo = __dp4a(l0, word(a0, k), lo);
+            lo = __dp4a(l1, word(a1, k), lo);
+            hi = __dp4a(h0, word(a2, k), hi);
+            hi = __dp4a(h1, word(a3, k), hi);
+        }
+        // Two scales (and two mins) at once, one per byte: s0 in bits 0..7, s1 in bits 8..15.
+        const uint32_t y = uint32_t(h.y) >> sh, z = uint32_t(h.z) >> sh, v = uint32_t(h.w) >> sh;
+        const uint32_t sc = high ? (v & 0x0f0fu) | ((y >> 2) & 0x3030u) : y & 0x3f3fu;
+        const uint32_t mn = high ? ((v >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u) : z & 0x3f3fu;
+        const float sc0 = float(sc & 0xffu), sc1 = float((sc >> 8) & 0xffu);
+        const float mn0 = float(mn & 0xffu), mn1 = float((mn >> 8) & 0xffu);
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&h.x));  // d, dmin
+        acc[r] += dd.x * (sc0 * ad.x * float(lo) + sc1 * ad.y * float(hi)) - dd.y * (mn0 * as.x + mn1 * as.y);
+    }
+}
+
+// Q6_K task t: super-block t/2, half hh = t%2 (128 elements). Repacked block: ql[128] | qh[64] | scales[16].
+// Element 128hh + 32j + l (j = 0..3, l = 0..31): ql byte 64hh + 32(j&1) + l (low nibble for j < 2, high for
+// j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
+template <int R>
+__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, int hh, float (&acc)[R]) {
+    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant scale positions.
+    const int b = t >> 1;
+    int4 L[R][4], H[R][2], sc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const uint8_t* blk = q[r] + int64_t(b) * 208;
+#pragma unroll
+        for (int i = 0; i < 4; i++) L[r][i] = load_stream(blk + 64 * hh + 16 * i);
+        H[r][0] = load_stream(blk + 128 + 32 * hh);
+        H[r][1] = load_stream(blk + 144 + 32 * hh);
+        sc[r] = load_stream(blk + 192);
+    }
+    const int8_t* ax = xq + b * 256 + 128 * hh;
+    float part[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) part[r] = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
+        int sum[2] = {0, 0};
+#pragma unroll
+        for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
+        const float ad = xd[b * 8 + 4 * hh + j];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int dot[2] = {0, 0};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int lw = word(L[r][(j & 1) * 2 + k / 4], k % 4);
+                const int hw = word(H[r][k / 4], k % 4);
+                const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
+                dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
+            }
+            const float s0 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j)));
+            const float s1 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1)));
+            part[r] += ad * (s0 * float(dot[0] - 32 * sum[0]) + s1 * float(dot[1] - 32 * sum[1]));
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * part[r];
+}
+
+__device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
+    const float2 p0 = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
+    const float2 p1 = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
+    const float2 p2 = __half22float2(*reinterpret_cast<const __half2*>(&w.z));
+    const float2 p3 = __half22float2(*reinterpret_cast<const __half2*>(&w.w));
+    return p0.x * x0.x + p0.y * x0.y + p1.x * x0.z + p1.y * x0.w + p2.x * x1.x + p2.y * x1.y + p3.x * x1.z +
+           p3.y * x1.w;
+}
+__device__ __forceinline__ float bf_lo(int w) {
+    return __uint_as_float(uint32_t(w) << 16);
+}
+__device__ __forceinline__ float bf_hi(int w) {
+    return __uint_as_float(uint32_t(w) & 0xffff0000u);
+}
+__device__ __forceinline__ float dot8_bf16(const int4& w, const float4& x0, const float4& x1) {
+    return bf_lo(w.x) * x0.x + bf_hi(w.x) * x0.y + bf_lo(w.y) * x0.z + bf_hi(w.y) * x0.w + bf_lo(w.z) * x1.x +
+           bf_hi(w.z) * x1.y + bf_lo(w.w) * x1.z + bf_hi(w.w) * x1.w;
+}
+
+// Element i of a row of a plain float format (scalar path for rows that are not a multiple of the vector).
+__device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t i) {
+    if (t == dtype::f32) return reinterpret_cast<const float*>(row)[i];
+    const uint16_t b = reinterpret_cast<const uint16_t*>(row)[i];
+    return t == dtype::f16 ? h2f(b) : __uint_as_float(uint32_t(b) << 16);
+}
+
+constexpr int k_block_warps = 4;
+
+// Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
+// (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
+template <dtype T, int R, int W>
+__global__ void __launch_bounds__(32 * k_block_warps)
+    matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                  int accumulate) {
+    constexpr int S = 32 * W;  // task stride
+    constexpr int G = k_block_warps / W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
+    const int tid = (warp % W) * 32 + lane;  // index within the group
+    const int64_t row0 = (int64_t(blockIdx.x) * G + group) * R;
+    const int n_in = int(w.n_in);
+    const int64_t d_row = T == dtype::q6_k ? n_in / 256 : n_in / 32;
+    const uint8_t* q[R];
+    const uint16_t* d[R];
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = min(row0 + r, w.n_out - 1);
+        q[r] = w.q + row * w.q_row_bytes;
+        d[r] = w.d ? w.d + row * d_row : nullptr;
+        acc[r] = 0;
+    }
+    griddep_wait();
+    griddep_launch();
+    if constexpr (T == dtype::q8_0) {
+#pragma unroll 2
+        for (int t = tid; t < n_in / 16; t += S) task_q8_0<R>(q, d, xq, xd, t, acc);
+    } else if constexpr (T == dtype::q4_0) {
+#pragma unroll 2
+        for (int t = tid; t < n_in / 32; t += S) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
+    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
+#pragma unroll 2
+        for (int t = tid; t < n_in / 64; t += S) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, tid & 3, acc);
+    } else if constexpr (T == dtype::q6_k) {
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, tid & 1, acc);
+    } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
+        if (n_in % 8 == 0) {
+            const float4* x4 = reinterpret_cast<const float4*>(x);
+#pragma unroll 4
+            for (int t = tid; t < n_in / 8; t += S) {
+                const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int4 v = load_stream(q[r] + 16 * t);
+                    acc[r] += T == dtype::f16 ? dot8_f16(v, x0, x1) : dot8_bf16(v, x0, x1);
+                }
+            }
+        } else {
+            for (int i = tid; i < n_in; i += S)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
+        }
+    } else {
+        if (n_in % 4 == 0) {
+            const float4* x4 = reinterpret_cast<const float4*>(x);
+#pragma unroll 4
+            for (int t = tid; t < n_in / 4; t += S) {
+                const float4 a = __ldg(x4 + t);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float4 v = __ldcs(reinterpret_cast<const float4*>(q[r]) + t);
+                    acc[r] += v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
+                }
+            }
+        } else {
+            for (int i = tid; i < n_in; i += S)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
+        }
+    }
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
+    if constexpr (W > 1) {
+        __shared__ float part[k_block_warps][R];
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++) part[warp][r] = v[r];
+        __syncthreads();
+        if (tid >= R) return;
+        float s = 0;
+#pragma unroll
+        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+        if (row0 + tid < w.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
+    } else {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
+    }
+}
+
+// The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block.
+template <dtype T>
+void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+    const int acc = accumulate ? 1 : 0;
+    const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
+    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
+#define MEMTILE_MATVEC_CASE(R, W)                                                                \
+    if (shape.rows == R && shape.warps == W) {                                                   \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                  \
+    }
+    MEMTILE_MATVEC_CASE(1, 1)
+    MEMTILE_MATVEC_CASE(1, 2)
+    MEMTILE_MATVEC_CASE(1, 4)
+    MEMTILE_MATVEC_CASE(2, 1)
+    MEMTILE_MATVEC_CASE(2, 2)
+    MEMTILE_MATVEC_CASE(2, 4)
+#undef MEMTILE_MATVEC_CASE
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
+}
+
+// Per family (defined in its .cu file).
+void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+void launch_matvec_float(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                         float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+
+}  // namespace memtile::cuda::detail

@@ -1,0 +1,197 @@
+// Host entry points around single matvec launches: the benchmark of one matrix shape (bench_matvec) and the
+// op-level check on GGUF rows (matvec_gguf_rows).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/cuda-kernels.h"
+#include "core/error.h"
+
+namespace memtile::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// Device allocations freed together.
+class device_arena {
+public:
+    ~device_arena() {
+        for (void* p : ptrs_) cudaFree(p);
+    }
+    void* alloc(size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+        ptrs_.push_back(p);
+        return p;
+    }
+
+private:
+    std::vector<void*> ptrs_;
+};
+
+bool k_format(dtype t) {
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+}
+
+}  // namespace
+
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
+    gpu_weight w;
+    w.type = t;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.q_row_bytes = device_q_row_bytes(t, n_in);
+    const int64_t d_row = device_d_row_elems(t, n_in);
+    device_arena arena;
+    // Enough copies that the set is several times the L2: each launch reads a cold copy.
+    const uint64_t bytes = uint64_t(w.q_row_bytes * n_out + d_row * n_out * 2);
+    const int copies = int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
+    std::vector<gpu_weight> ws;
+    for (int i = 0; i < copies; i++) {
+        gpu_weight c = w;
+        c.q = static_cast<uint8_t*>(arena.alloc(size_t(w.q_row_bytes * n_out)));
+        c.d = d_row ? static_cast<uint16_t*>(arena.alloc(size_t(d_row * n_out) * 2)) : nullptr;
+        launch_fill_random(c, uint64_t(i) + 3, nullptr);
+        ws.push_back(c);
+    }
+    auto* x = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
+    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
+    auto* y = static_cast<float*>(arena.alloc(size_t(n_out) * 4));
+    launch_fill_f32(x, n_in, 0.5f, nullptr);
+    if (n_in % 32 == 0) launch_quantize(x, n_in, 32, xq, xd, xs, nullptr);
+    check(cudaDeviceSynchronize(), "bench setup");
+
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    force_matvec_shape({rows, warps});
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    for (int r = 0; r < reps; r++) launch_matvec(ws[size_t(r % copies)], x, xq, xd, xs, y, false, s);
+    const cudaError_t launch_error = cudaGetLastError();
+    check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+    force_matvec_shape({});
+    check(launch_error, "matvec launch during capture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    cudaGraphDestroy(graph);
+    cudaEvent_t a, b;
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+    std::vector<double> gbs;
+    for (int k = 0; k < 4; k++) {
+        check(cudaEventRecord(a, s), "cudaEventRecord");
+        check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+        check(cudaEventRecord(b, s), "cudaEventRecord");
+        check(cudaEventSynchronize(b), "matvec bench");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+        if (k > 0) gbs.push_back(double(bytes) * reps / (double(ms) * 1e-3) / 1e9);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    cudaStreamDestroy(s);
+    std::sort(gbs.begin(), gbs.end());
+    return gbs[gbs.size() / 2];
+}
+
+namespace {
+
+// Uploads GGUF rows into the device layout (allocations in `arena`).
+gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out) {
+    gpu_weight w;
+    w.type = t;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.q_row_bytes = device_q_row_bytes(t, n_in);
+    const int64_t d_row = device_d_row_elems(t, n_in);
+    std::vector<uint8_t> hq(size_t(w.q_row_bytes * n_out));
+    std::vector<uint16_t> hd(size_t(d_row * n_out));
+    repack_rows(t, rows, n_in, n_out, hq.data(), d_row ? hd.data() : nullptr);
+    auto* q = static_cast<uint8_t*>(arena.alloc(hq.size()));
+    auto* d = d_row ? static_cast<uint16_t*>(arena.alloc(hd.size() * 2)) : nullptr;
+    check(cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice), "upload");
+    if (d) check(cudaMemcpy(d, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice), "upload");
+    w.q = q;
+    w.d = d;
+    return w;
+}
+
+}  // namespace
+
+std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
+                                   float freq_base, bool neox, int n_split) {
+    require_device();
+    const int n_pos = int(qkv.size());
+    const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
+    if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
+    device_arena arena;
+    auto* buf = static_cast<float*>(arena.alloc(size_t(q_dim + 2 * kv_dim) * 4));
+    auto* kc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* vc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* pos = static_cast<int32_t*>(arena.alloc(4));
+    auto* partial = static_cast<float*>(arena.alloc(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
+    auto* out = static_cast<float*>(arena.alloc(size_t(q_dim) * 4));
+    std::vector<float> freq(size_t(head_dim / 2));
+    for (size_t i = 0; i < freq.size(); i++) freq[i] = std::pow(freq_base, -2.0f * float(i) / float(head_dim));
+    auto* freq_d = static_cast<float*>(arena.alloc(freq.size() * 4));
+    check(cudaMemcpy(freq_d, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice), "upload");
+    const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr};
+    // Each position as a decode step does it: RoPE + cache write of position p and attention at p.
+    for (int p = 0; p < n_pos; p++) {
+        if (int(qkv[size_t(p)].size()) != q_dim + 2 * kv_dim) fail("cuda", "attention check: bad qkv size");
+        check(cudaMemcpy(buf, qkv[size_t(p)].data(), qkv[size_t(p)].size() * 4, cudaMemcpyHostToDevice), "upload");
+        check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
+        launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, 0, nullptr, nullptr, nullptr, nullptr);
+    }
+    check(cudaGetLastError(), "attention launch");
+    std::vector<float> r(static_cast<size_t>(q_dim));
+    check(cudaMemcpy(r.data(), out, r.size() * 4, cudaMemcpyDeviceToHost), "attention");
+    return r;
+}
+
+std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA embedding for {}", dtype_name(t));
+    if (token < 0 || token >= n_out) fail("cuda", "embedding row {} outside 0..{}", token, n_out - 1);
+    device_arena arena;
+    const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
+    auto* tok = static_cast<int32_t*>(arena.alloc(4));
+    auto* x = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    check(cudaMemcpy(tok, &token, 4, cudaMemcpyHostToDevice), "upload");
+    launch_embed(w, tok, x, nullptr);
+    check(cudaGetLastError(), "embedding launch");
+    std::vector<float> out(static_cast<size_t>(n_in));
+    check(cudaMemcpy(out.data(), x, out.size() * 4, cudaMemcpyDeviceToHost), "embedding");
+    return out;
+}
+
+std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x) {
+    require_device();
+    if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
+    if (n_in % 32 != 0 && matvec_uses_int8(t)) fail("cuda", "matvec: row length {} is not a multiple of 32", n_in);
+    device_arena arena;
+    const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
+    auto* xg = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
+    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
+    auto* y = static_cast<float*>(arena.alloc(size_t(n_out) * 4));
+    check(cudaMemcpy(xg, x, size_t(n_in) * 4, cudaMemcpyHostToDevice), "upload");
+    if (matvec_uses_int8(t)) launch_quantize(xg, n_in, k_format(t) ? 256 : 32, xq, xd, xs, nullptr);
+    launch_matvec(w, xg, xq, xd, xs, y, false, nullptr);
+    check(cudaGetLastError(), "matvec launch");
+    std::vector<float> out(static_cast<size_t>(n_out));
+    check(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost), "matvec");
+    return out;
+}
+
+}  // namespace memtile::cuda
