@@ -74,7 +74,8 @@ int run_cuda_bench(const cuda_bench_options& o) {
         for (int i = 0; i < o.reps; i++) ms.push_back(once());
         for (double x : ms) r.tps.push_back(p * 1000.0 / x);
         r.ttft_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / double(ms.size());
-        r.bytes_per_token = weights + kv_per_pos * (double(p + 1) / 2.0 + 1.0);
+        // Weights are streamed once per pass; each token reads the KV rows before it and writes its own.
+        r.bytes_per_token = weights / p + kv_per_pos * (double(p + 1) / 2.0 + 1.0);
         finish(r, bw.hbm_read_gbs);
         rows.push_back(r);
     }

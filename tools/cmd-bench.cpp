@@ -80,7 +80,7 @@ public:
         sub->add_option("--soak", soak_s_, "Decode continuously for SECONDS, sampling once a second")
             ->check(CLI::Range(1, 86400));
         sub->add_flag("--perf", perf_, "Hardware/software event counters per token (perf_event_open)");
-        model_.add_device(sub);
+        model_.add_device(sub, false);
         return sub;
     }
 

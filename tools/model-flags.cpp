@@ -28,12 +28,18 @@ void model_flags::add(CLI::App* sub, bool with_threads) {
         ->check(CLI::IsMember({"on", "off"}));
 }
 
-void model_flags::add_device(CLI::App* sub) {
+void model_flags::add_device(CLI::App* sub, bool with_gpu_layers) {
     sub->add_option("--device", device, "Where to compute: cpu, or cuda (fails when the backend or a GPU is missing)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
+    if (with_gpu_layers)
+        sub->add_option("--gpu-layers", gpu_layers,
+                        "With --device cuda: run only the last N layers (and the output) on the GPU, the rest on "
+                        "the CPU (default: all)")
+            ->check(CLI::Range(0, 1 << 20));
 }
 
 executor_options model_flags::executor_opts() const {
+    if (gpu_layers >= 0 && device != "cuda") fail("cli", "--gpu-layers needs --device cuda");
     executor_options o;
     o.device = device;
     o.n_ctx = ctx;
@@ -41,6 +47,7 @@ executor_options model_flags::executor_opts() const {
     o.threads = thread_count();
     o.cpus = cpu_ids();
     o.model = options();
+    o.gpu_layers = gpu_layers;
     return o;
 }
 

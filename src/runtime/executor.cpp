@@ -79,6 +79,52 @@ private:
     uint32_t n_ctx_ = 0;
 };
 
+// --gpu-layers: the CPU engine embeds the tokens and runs the first layers (its KV cache, its threads), the GPU
+// continues from each token's hidden state through the remaining layers and the output. The prompt is one CPU
+// batch, then one GPU step per token.
+class split_executor final : public executor {
+public:
+    split_executor(const std::string& path, const executor_options& o, uint32_t cpu_layers)
+        : model_(transformer::load(path, o.model)),
+          pool_(executor_threads(o), o.cpus),
+          ctx_(*model_, context_size(o.n_ctx, model_->config().n_ctx_train), o.kv_type, pool_),
+          cpu_layers_(cpu_layers) {
+        cuda::require_device();
+        dec_ = cuda::decoder::load(model_->file_ptr(), ctx_.n_ctx(), cpu_layers);
+    }
+
+    const model_config& config() const override { return model_->config(); }
+    const gguf_file& file() const override { return model_->file(); }
+    std::span<const float> forward(std::span<const int32_t> tokens) override {
+        check_append(config(), used(), n_ctx(), tokens);
+        const size_t E = config().n_embd;
+        const std::span<const float> hidden = ctx_.forward_hidden(tokens, cpu_layers_);  // [n_tok, n_embd]
+        std::span<const float> logits;
+        for (size_t t = 0; t < tokens.size(); t++) logits = dec_->forward_hidden(hidden.subspan(t * E, E));
+        return logits;
+    }
+    uint32_t used() const override { return ctx_.used(); }
+    uint32_t n_ctx() const override { return ctx_.n_ctx(); }
+    void truncate(uint32_t n) override {
+        ctx_.truncate(n);
+        dec_->truncate(n);
+    }
+    std::string device() const override { return "cuda"; }
+    std::string describe() const override {
+        return fmt::format("cpu ({} kernels, {} thread{}) for layers 0..{}, then cuda: {}; {}",
+                           cpu::isa_name(cpu::active_isa()), pool_.size(), pool_.size() == 1 ? "" : "s",
+                           cpu_layers_ - 1, cuda::device_description(), dec_->summary());
+    }
+    int threads() const override { return pool_.size(); }
+
+private:
+    std::unique_ptr<transformer> model_;
+    thread_pool pool_;
+    forward_context ctx_;
+    uint32_t cpu_layers_;
+    std::unique_ptr<cuda::decoder> dec_;
+};
+
 }  // namespace
 
 void check_append(const model_config& c, uint32_t used, uint32_t n_ctx, std::span<const int32_t> tokens) {
@@ -100,7 +146,13 @@ int executor_threads(const executor_options& o) {
 
 std::unique_ptr<executor> executor::open(const std::string& path, const executor_options& o) {
     if (o.device == "cpu") return std::make_unique<cpu_executor>(path, o);
-    if (o.device == "cuda") return std::make_unique<cuda_executor>(path, o);
+    if (o.device == "cuda") {
+        if (o.gpu_layers < 0) return std::make_unique<cuda_executor>(path, o);
+        const uint32_t n_layer = read_model_config(*gguf_file::open(path, o.model.load)).n_layer;
+        if (uint32_t(o.gpu_layers) >= n_layer) return std::make_unique<cuda_executor>(path, o);
+        if (o.gpu_layers == 0) return std::make_unique<cpu_executor>(path, o);
+        return std::make_unique<split_executor>(path, o, n_layer - uint32_t(o.gpu_layers));
+    }
     fail("executor", "unknown device '{}' (expected cpu or cuda)", o.device);
 }
 

@@ -24,6 +24,9 @@ struct executor_options {
     int threads = 0;             // CPU threads; 0: the length of cpus, else thread_pool::default_threads()
     std::vector<int> cpus;       // CPU pinning, at least `threads` entries (empty: none)
     model_options model;         // memory mode and repacking of the weights
+    // With device cuda: how many of the last layers (and the output) run on the GPU; the CPU runs the others
+    // (for models that do not fit in GPU memory). -1 or >= n_layer: all; 0: none (the CPU engine alone).
+    int gpu_layers = -1;
 };
 
 // The CPU thread count o asks for (validated against o.cpus).

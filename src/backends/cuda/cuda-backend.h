@@ -85,13 +85,19 @@ prefill_options get_prefill_options();
 
 class decoder {
 public:
-    // Weights from a GGUF file (llama, qwen2, phi3); n_ctx positions of f16 KV cache on the device.
-    static std::unique_ptr<decoder> load(std::shared_ptr<gguf_file> g, uint32_t n_ctx);
+    // Weights from a GGUF file (llama, qwen2, phi3); n_ctx positions of f16 KV cache on the device. With
+    // first_layer > 0 (--gpu-layers), only layers [first_layer, n_layer), the output norm and the output matrix
+    // (plus the embedding table) go to the GPU: steps then start from the CPU's hidden state (forward_hidden).
+    static std::unique_ptr<decoder> load(std::shared_ptr<gguf_file> g, uint32_t n_ctx, uint32_t first_layer = 0);
     // Random weights of the shapes of `c` and the tensor types file type `ft` implies (benchmarks).
     static std::unique_ptr<decoder> random(const model_config& c, file_type ft, uint32_t n_ctx, uint64_t seed);
     virtual ~decoder() = default;
 
     virtual const model_config& config() const = 0;
+    virtual uint32_t first_layer() const = 0;  // 0 unless the CPU runs the first layers
+    // Split execution: appends one position whose hidden state after layer first_layer() - 1 is x ([n_embd]
+    // f32, computed by the CPU) and returns its logits. Only for first_layer() > 0.
+    virtual std::span<const float> forward_hidden(std::span<const float> x) = 0;
     // Appends `token` at position used() and returns its logits ([n_vocab], valid until the next call).
     virtual std::span<const float> forward(int32_t token) = 0;
     // As forward, but returns only the argmax of the logits (computed on the GPU; ties: lowest id).

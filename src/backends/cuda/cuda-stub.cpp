@@ -49,7 +49,7 @@ void set_prefill_options(const prefill_options&) {}
 prefill_options get_prefill_options() {
     return {};
 }
-std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t) {
+std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t, uint32_t) {
     not_compiled();
 }
 std::unique_ptr<decoder> decoder::random(const model_config&, file_type, uint32_t, uint64_t) {

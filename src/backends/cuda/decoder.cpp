@@ -47,7 +47,11 @@ struct layer_weights {
 
 class cuda_decoder final : public decoder {
 public:
-    cuda_decoder(const model_config& c, uint32_t n_ctx) : cfg_(c), n_ctx_(n_ctx) {
+    cuda_decoder(const model_config& c, uint32_t n_ctx, uint32_t first_layer = 0)
+        : cfg_(c), n_ctx_(n_ctx), first_layer_(first_layer) {
+        if (first_layer >= c.n_layer)
+            fail("cuda", "the GPU part starts at layer {} but the model has {} layers (--gpu-layers must be >= 1)",
+                 first_layer, c.n_layer);
         require_device();
         check(cudaSetDevice(0), "cudaSetDevice");
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -68,6 +72,7 @@ public:
         std::map<std::string, source> mats;
         std::map<std::string, std::vector<float>> vecs;
         for (const auto& spec : tensor_table(c)) {
+            if (spec.layer >= 0 && uint32_t(spec.layer) < first_layer_) continue;  // the CPU's layers
             const bool is_vec = spec.dims.size() == 1;
             if (is_vec) {
                 auto v = vec(spec);
@@ -102,7 +107,7 @@ public:
         output_ = out ? upload({*out}, s++) : tok_embd_;
         output_norm_ = vec_dev("output_norm.weight", true);
         layers_.resize(c.n_layer);
-        for (uint32_t il = 0; il < c.n_layer; il++) {
+        for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const std::string p = "blk." + std::to_string(il) + ".";
             layer_weights& L = layers_[il];
             L.attn_norm = vec_dev(p + "attn_norm.weight", true);
@@ -147,8 +152,23 @@ public:
         std::string types;
         for (const auto& [t, n] : type_bytes_)
             types += fmt::format("{}{} {}", types.empty() ? "" : ", ", dtype_name(t), format_bytes(n));
-        return fmt::format("{} layers, weights {} ({}), KV cache {} for {} positions, {} attention splits",
-                           cfg_.n_layer, format_bytes(streamed_), types, format_bytes(kv_bytes_), n_ctx_, n_split_);
+        return fmt::format("{} layers{}, weights {} ({}), KV cache {} for {} positions, {} attention splits",
+                           cfg_.n_layer - first_layer_,
+                           first_layer_ ? fmt::format(" ({}..{}; the CPU runs 0..{})", first_layer_, cfg_.n_layer - 1,
+                                                      first_layer_ - 1)
+                                        : "",
+                           format_bytes(streamed_), types, format_bytes(kv_bytes_), n_ctx_, n_split_);
+    }
+
+    uint32_t first_layer() const override { return first_layer_; }
+
+    std::span<const float> forward_hidden(std::span<const float> x) override {
+        if (first_layer_ == 0) fail("cuda", "forward_hidden() on a decoder that runs every layer (use forward())");
+        if (x.size() != size_t(cfg_.n_embd))
+            fail("cuda", "forward_hidden(): {} values for an embedding width of {}", x.size(), cfg_.n_embd);
+        // The CPU's hidden state replaces the embedding gather; the graph then starts at layer first_layer_.
+        check(cudaMemcpyAsync(x_, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream_), "copy hidden");
+        return forward(0);
     }
 
     std::span<const float> forward(int32_t token) override {
@@ -193,6 +213,7 @@ public:
 
     std::span<const float> forward_prefill(std::span<const int32_t> tokens) override {
         if (tokens.empty()) fail("cuda", "prefill of no tokens");
+        if (first_layer_) fail("cuda", "prefill on the GPU needs every layer there (--gpu-layers all)");
         if (used_ + tokens.size() > n_ctx_)
             fail("cuda", "context overflow: {} + {} tokens exceed the context of {}", used_, tokens.size(), n_ctx_);
         const model_view v = view();
@@ -242,6 +263,7 @@ public:
     }
 
     std::unique_ptr<batch_decoder> make_batch(int max_seq, uint32_t n_ctx) override {
+        if (first_layer_) fail("cuda", "batched decode on the GPU needs every layer there (--gpu-layers all)");
         return make_batch_decoder(view(), max_seq, n_ctx);
     }
 
@@ -345,10 +367,11 @@ private:
         logits_host_.resize(size_t(V));
         n_split_ = int(std::clamp<uint32_t>(n_ctx_ / 128, 1, 32));
         partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
-        const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
-        kv_bytes_ = uint64_t(layer_kv) * c.n_layer * 2 * 2;
-        k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * c.n_layer * 2));
-        v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * c.n_layer * 2));
+        // Caches of the GPU's layers only: layer il at (il - first_layer_) * layer_kv.
+        const size_t layer_kv = size_t(n_ctx_) * size_t(KV), gpu_layers = c.n_layer - first_layer_;
+        kv_bytes_ = uint64_t(layer_kv) * gpu_layers * 2 * 2;
+        k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
+        v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
         io_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
         check(cudaMallocHost(reinterpret_cast<void**>(&host_io_), 2 * sizeof(int32_t)), "cudaMallocHost");
         streamed_ = 0;
@@ -377,14 +400,14 @@ private:
         cudaStream_t s = stream_;
         int32_t* token = io_;
         int32_t* pos = io_ + 1;
-        launch_embed(tok_embd_, token, x_, s);
+        if (first_layer_ == 0) launch_embed(tok_embd_, token, x_, s);  // else x_ holds the CPU's hidden state
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
-        for (uint32_t il = 0; il < c.n_layer; il++) {
+        for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
-            uint16_t* kc = k_cache_ + il * layer_kv;
-            uint16_t* vc = v_cache_ + il * layer_kv;
+            uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
+            uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             launch_attention(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_, att_,
@@ -426,6 +449,7 @@ private:
 
     model_config cfg_;
     uint32_t n_ctx_;
+    uint32_t first_layer_ = 0;  // layers [0, first_layer_) run on the CPU (--gpu-layers)
     uint32_t used_ = 0;
     cudaStream_t stream_ = nullptr;
     cudaGraphExec_t exec_ = nullptr;
@@ -494,12 +518,12 @@ bandwidth_probe probe_bandwidth() {
     return r;
 }
 
-std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file> g, uint32_t n_ctx) {
+std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file> g, uint32_t n_ctx, uint32_t first_layer) {
     const model_config c = read_model_config(*g);
     if (!arch_supported(c.arch)) fail("cuda", "{}: unknown architecture '{}'", g->path(), c.arch);
     if (c.expert_count > 0) fail("cuda", "{}: mixture-of-experts models are not supported", g->path());
     check_tensors(*g, c);
-    auto d = std::make_unique<cuda_decoder>(c, n_ctx);
+    auto d = std::make_unique<cuda_decoder>(c, n_ctx, first_layer);
     d->build(
         [&](const tensor_spec& s) -> std::optional<source> {
             const auto* t = g->find_tensor(s.name);
