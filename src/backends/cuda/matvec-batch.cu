@@ -4,6 +4,7 @@
 // streamed once per step whatever the batch, the activations (B x a few KB) are re-read from L1/L2.
 #include <cuda_fp16.h>
 
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
@@ -11,35 +12,6 @@ namespace {
 
 constexpr int k_warps = 4;
 
-__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
-    return __ldcs(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ int4 load_act(const int8_t* p) {
-    return __ldg(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ float h2f(uint16_t bits) {
-    return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ int word(const int4& v, int i) {
-    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
-    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
-    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
-}
-__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
-    if (j < 4) {
-        sc = float(byte_of(h, 4 + j) & 63);
-        mn = float(byte_of(h, 8 + j) & 63);
-    } else {
-        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
-        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
-    }
-}
 __device__ __forceinline__ float bf_lo(int w) {
     return __uint_as_float(uint32_t(w) << 16);
 }

@@ -15,31 +15,11 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda::detail {
 
-__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
-    return __ldcs(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ int4 load_act(const int8_t* p) {
-    return __ldg(reinterpret_cast<const int4*>(p));
-}
-__device__ __forceinline__ float h2f(uint16_t bits) {
-    return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ int word(const int4& v, int i) {
-    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-// Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
-__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
-    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
-    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
-}
 // Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
 // adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
 

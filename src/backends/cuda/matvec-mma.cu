@@ -13,6 +13,7 @@
 // elements 8t..8t+7 (one 8-byte load per row), Q4_0 elements 4t..4t+3 and 16+4t.. (its nibble order).
 #include <cuda_fp16.h>
 
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
@@ -20,23 +21,6 @@ namespace {
 
 constexpr int k_warps = 8;
 constexpr int k_unroll = 4;  // units whose weight loads a warp has in flight at once
-
-__device__ __forceinline__ float h2f(uint16_t bits) {
-    return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
-    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
-    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
-}
-__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
-    if (j < 4) {
-        sc = float(byte_of(h, 4 + j) & 63);
-        mn = float(byte_of(h, 8 + j) & 63);
-    } else {
-        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
-        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
-    }
-}
 
 __device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

@@ -36,13 +36,7 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
             const int e = int(i % 256), s = e / 32, l = e % 32;
             const uint8_t* sc = blk + 4;
             int scale, mn;
-            if (s < 4) {
-                scale = sc[s] & 63;
-                mn = sc[s + 4] & 63;
-            } else {
-                scale = (sc[s + 4] & 0xf) | ((sc[s - 4] >> 6) << 4);
-                mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-            }
+            scale_min_bytes(sc, s, scale, mn);
             const uint8_t* qs = blk + (five ? 48 : 16);
             const uint8_t byte = qs[32 * (s / 2) + l];
             int qv = (s % 2) ? byte >> 4 : byte & 15;

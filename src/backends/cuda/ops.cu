@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda {
@@ -40,43 +41,6 @@ namespace {
 using detail::griddep_launch;
 using detail::griddep_wait;
 using detail::launch;
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ int warp_sum_int(int v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane) with one scale for all NG
-// groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one scale per 256):
-// d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of 32.
-template <int NG>
-__device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
-                                              float* xs) {
-    float amax = 0;
-#pragma unroll
-    for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
-    amax = warp_max(amax);
-    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-#pragma unroll
-    for (int k = 0; k < NG; k++) {
-        const int q = __float2int_rn(__fmul_rn(v[k], inv));
-        xq[(g0 + k) * 32 + lane] = int8_t(q);
-        const int sq = warp_sum_int(q);
-        if (lane == 0) {
-            xd[g0 + k] = d;
-            xs[g0 + k] = d * float(sq);
-        }
-    }
-}
 
 // Quantizes the 256 values of a block of 256 threads (thread t: element e0 + t, elements from n on absent)
 // exactly as quantize_warp: per group of 32 (q_block 32) or with one scale for all 256 (q_block 256, n % 256
@@ -192,8 +156,6 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-constexpr int k_attn_warps = 4;
-
 // Grid (n_head, n_split), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp + 4m.
 // Lane holds dims lane + 32i (i < ND) of q, k, v and the accumulator; online softmax per warp, then the
 // warps' states are merged through shared memory into partial[(h * n_split + s)] = (m, l, acc[head_dim]).
@@ -203,63 +165,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
                         const int32_t* pos_p, float* partial) {
     griddep_wait();
     griddep_launch();
-    const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n_keys = *pos_p + 1;
-    const int chunk = (n_keys + n_split - 1) / n_split;
-    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
-    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
-    const float scale = rsqrtf(float(hd));
-    float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
-        acc[i] = 0;
-    }
-    float m = -INFINITY, l = 0;
-    for (int j = j0 + warp; j < j1; j += k_attn_warps) {
-        const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
-        const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-        float s = 0, vv[ND];
-#pragma unroll
-        for (int i = 0; i < ND; i++) {
-            const int d = lane + 32 * i;
-            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
-            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
-        }
-        s = warp_sum(s);
-        const float m_new = fmaxf(m, s);
-        const float corr = expf(m - m_new), p = expf(s - m_new);
-        l = l * corr + p;
-#pragma unroll
-        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
-        m = m_new;
-    }
-    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
-    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float L = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
-        out[0] = M;
-        out[1] = L;
-    }
+    attn_partial_block<ND>(q, kc, vc, n_head, n_head_kv, hd, *pos_p + 1, blockIdx.x, blockIdx.y, gridDim.y, partial);
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
@@ -273,17 +179,7 @@ __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial,
     float v = 0;
     if (e < n) {
         const int h = e / hd, d = e % hd;
-        const float* p = partial + int64_t(h) * n_split * (hd + 2);
-        float M = -INFINITY;
-        for (int s = 0; s < n_split; s++)
-            if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
-        float L = 0;
-        for (int s = 0; s < n_split; s++)
-            if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
-        float a = 0;
-        for (int s = 0; s < n_split; s++)
-            if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
-        v = a / L;
+        v = attn_merge(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
         out[e] = v;
     }
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs);
@@ -318,14 +214,7 @@ __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_
             idx = i;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
-        }
-    }
+    warp_argmax(best, idx);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (lane == 0) {
         bv[warp] = best;
@@ -335,14 +224,7 @@ __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_
     if (warp == 0) {
         best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
         idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) {
-                best = ov;
-                idx = oi;
-            }
-        }
+        warp_argmax(best, idx);
         if (lane == 0) {
             *token = idx == 0x7fffffff ? 0 : idx;
             *pos += 1;

@@ -6,26 +6,11 @@
 
 #include <cmath>
 
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
 namespace {
-
-__device__ __forceinline__ float h2f(uint16_t bits) {
-    return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ __forceinline__ int warp_sum_int(int v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // Elements e..e+7 (e % 8 == 0) of row r of w in the device layout, as f32.
 __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8]) {
@@ -54,13 +39,7 @@ __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8
             const int el = int(e % 256), s = el / 32, l0 = el % 32;
             const uint8_t* sc = blk + 4;
             int scale, mn;
-            if (s < 4) {
-                scale = sc[s] & 63;
-                mn = sc[s + 4] & 63;
-            } else {
-                scale = (sc[s + 4] & 0xf) | ((sc[s - 4] >> 6) << 4);
-                mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-            }
+            scale_min_bytes(sc, s, scale, mn);
             const uint2 b = *reinterpret_cast<const uint2*>(blk + (five ? 48 : 16) + 32 * (s / 2) + l0);
             uint2 h = make_uint2(0, 0);
             if (five) h = *reinterpret_cast<const uint2*>(blk + 16 + l0);
@@ -137,27 +116,6 @@ __global__ void embed_rows_kernel(gpu_weight w, const int32_t* tokens, int n, fl
         dequant8(w, tokens[r], e, v);
 #pragma unroll
         for (int k = 0; k < 8; k++) x[r * w.n_in + e + k] = v[k];
-    }
-}
-
-// As ops.cu's quantize_warp (and the CPU engine): NG groups of 32 held by one warp, one scale for all of them.
-template <int NG>
-__device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
-                                              float* xs) {
-    float amax = 0;
-#pragma unroll
-    for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
-    amax = warp_max(amax);
-    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-#pragma unroll
-    for (int k = 0; k < NG; k++) {
-        const int q = __float2int_rn(__fmul_rn(v[k], inv));
-        xq[(g0 + k) * 32 + lane] = int8_t(q);
-        const int sq = warp_sum_int(q);
-        if (lane == 0) {
-            xd[g0 + k] = d;
-            xs[g0 + k] = d * float(sq);
-        }
     }
 }
 
@@ -282,14 +240,7 @@ __global__ void argmax_rows_kernel(const float* logits_all, int n, int32_t* toke
         }
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
-        }
-    }
+    warp_argmax(best, idx);
     if (lane == 0) {
         bv[warp] = best;
         bi[warp] = idx;
@@ -298,14 +249,7 @@ __global__ void argmax_rows_kernel(const float* logits_all, int n, int32_t* toke
     if (warp == 0) {
         best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
         idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) {
-                best = ov;
-                idx = oi;
-            }
-        }
+        warp_argmax(best, idx);
         if (lane == 0) {
             token[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
             pos[slots[blockIdx.x]] += 1;
@@ -313,76 +257,16 @@ __global__ void argmax_rows_kernel(const float* logits_all, int n, int32_t* toke
     }
 }
 
-constexpr int k_attn_warps = 4;
-
 // ops.cu's split-K decode attention with a batch dimension: grid (n_head, n_split, B).
 template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_batch_partial_kernel(const float* q_all, int64_t q_stride, const __half* kc_base, const __half* vc_base,
                               int64_t slot_stride, const int32_t* pos_arr, const int32_t* slots, int n_head,
                               int n_head_kv, int hd, float* partial_all) {
-    const int h = blockIdx.x, split = blockIdx.y, n_split = gridDim.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int slot = slots[b];
-    const __half* kc = kc_base + int64_t(slot) * slot_stride;
-    const __half* vc = vc_base + int64_t(slot) * slot_stride;
-    const float* q = q_all + int64_t(b) * q_stride;
-    float* partial = partial_all + int64_t(b) * n_head * n_split * (hd + 2);
-    const int n_keys = pos_arr[slot] + 1;
-    const int chunk = (n_keys + n_split - 1) / n_split;
-    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
-    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
-    const float scale = rsqrtf(float(hd));
-    float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
-        acc[i] = 0;
-    }
-    float m = -INFINITY, l = 0;
-    for (int j = j0 + warp; j < j1; j += k_attn_warps) {
-        const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
-        const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-        float s = 0, vv[ND];
-#pragma unroll
-        for (int i = 0; i < ND; i++) {
-            const int d = lane + 32 * i;
-            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
-            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
-        }
-        s = warp_sum(s);
-        const float m_new = fmaxf(m, s);
-        const float corr = expf(m - m_new), pr = expf(s - m_new);
-        l = l * corr + pr;
-#pragma unroll
-        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + pr * vv[i];
-        m = m_new;
-    }
-    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
-    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float L = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
-        out[0] = M;
-        out[1] = L;
-    }
+    const int b = blockIdx.z, slot = slots[b];
+    attn_partial_block<ND>(q_all + int64_t(b) * q_stride, kc_base + int64_t(slot) * slot_stride,
+                           vc_base + int64_t(slot) * slot_stride, n_head, n_head_kv, hd, pos_arr[slot] + 1, blockIdx.x,
+                           blockIdx.y, gridDim.y, partial_all + int64_t(b) * n_head * gridDim.y * (hd + 2));
 }
 
 // Grid (n_head, B).
@@ -390,18 +274,7 @@ __global__ void attn_batch_combine_kernel(const float* partial_all, int n_head, 
     const int h = blockIdx.x, b = blockIdx.y;
     const float* p = partial_all + (int64_t(b) * n_head + h) * n_split * (hd + 2);
     float* out = out_all + int64_t(b) * n_head * hd;
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0;
-        for (int s = 0; s < n_split; s++)
-            if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
-        out[h * hd + d] = a / L;
-    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) out[h * hd + d] = attn_merge(p, n_split, hd, d);
 }
 
 unsigned grid_for(int64_t work, int threads) {

@@ -1,0 +1,178 @@
+// Device helpers shared by the CUDA translation units (decode step, prefill pass, batched decode): loads,
+// warp reductions, byte access into 16-byte vectors, the K-quant 6-bit scale/min unpacking, and the split-K
+// decode attention body. One copy, so that the batch-1 and batched paths keep the same arithmetic.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace memtile::cuda {
+
+__device__ __forceinline__ int4 load_stream(const uint8_t* p) {
+    return __ldcs(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ int4 load_act(const int8_t* p) {
+    return __ldg(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ float h2f(uint16_t bits) {
+    return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ int warp_sum_int(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+// The warp's largest value and its index (ties: the lowest index), in every lane.
+__device__ __forceinline__ void warp_argmax(float& best, int& idx) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) {
+            best = ov;
+            idx = oi;
+        }
+    }
+}
+__device__ __forceinline__ int word(const int4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
+__device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
+    const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
+    return (uint32_t(w) >> (8 * (i & 3))) & 0xffu;
+}
+// Scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block whose first 16 bytes (d, dmin, 12 scale
+// bytes) are h.
+__device__ __forceinline__ void scale_min(const int4& h, int j, float& sc, float& mn) {
+    if (j < 4) {
+        sc = float(byte_of(h, 4 + j) & 63);
+        mn = float(byte_of(h, 8 + j) & 63);
+    } else {
+        sc = float((byte_of(h, 8 + j) & 0xf) | ((byte_of(h, j) >> 6) << 4));
+        mn = float((byte_of(h, 8 + j) >> 4) | ((byte_of(h, 4 + j) >> 6) << 4));
+    }
+}
+// The same from the 12 scale bytes sc of a super-block in memory.
+__device__ __forceinline__ void scale_min_bytes(const uint8_t* sc, int s, int& scale, int& mn) {
+    if (s < 4) {
+        scale = sc[s] & 63;
+        mn = sc[s + 4] & 63;
+    } else {
+        scale = (sc[s + 4] & 0xf) | ((sc[s - 4] >> 6) << 4);
+        mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+}
+
+// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane) with one scale for all NG
+// groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one scale per 256):
+// d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of 32.
+template <int NG>
+__device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
+                                              float* xs) {
+    float amax = 0;
+#pragma unroll
+    for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
+    amax = warp_max(amax);
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+#pragma unroll
+    for (int k = 0; k < NG; k++) {
+        const int q = __float2int_rn(__fmul_rn(v[k], inv));
+        xq[(g0 + k) * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[g0 + k] = d;
+            xs[g0 + k] = d * float(sq);
+        }
+    }
+}
+
+constexpr int k_attn_warps = 4;
+
+// Split-K decode attention of one (head h, key range `split` of n_split) for one query q ([n_head * hd] f32):
+// the block's 4 warps take keys j = j0 + warp + 4m of [0, n_keys); lane holds dims lane + 32i (i < ND) of q,
+// k, v and the accumulator; online softmax per warp, then the warps' states are merged through shared memory
+// into partial[(h * n_split + split)] = (m, l, acc[hd]).
+template <int ND>
+__device__ __forceinline__ void attn_partial_block(const float* q, const __half* kc, const __half* vc, int n_head,
+                                                   int n_head_kv, int hd, int n_keys, int h, int split, int n_split,
+                                                   float* partial) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
+    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
+    const float scale = rsqrtf(float(hd));
+    float qr[ND], acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
+        acc[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int j = j0 + warp; j < j1; j += k_attn_warps) {
+        const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
+        const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
+        float s = 0, vv[ND];
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int d = lane + 32 * i;
+            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
+            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
+        }
+        s = warp_sum(s);
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new), p = expf(s - m_new);
+        l = l * corr + p;
+#pragma unroll
+        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
+        m = m_new;
+    }
+    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
+    if (lane == 0) {
+        sm[warp] = m;
+        sl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
+    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
+        out[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        float L = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
+        out[0] = M;
+        out[1] = L;
+    }
+}
+
+// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]).
+__device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++)
+        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
+    float L = 0;
+    for (int s = 0; s < n_split; s++)
+        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+    float a = 0;
+    for (int s = 0; s < n_split; s++)
+        if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+    return a / L;
+}
+
+}  // namespace memtile::cuda
