@@ -55,7 +55,8 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         fail("model", "{}: unknown architecture '{}' (supported: {})", g->path(), m->cfg_.arch, supported_archs());
     if (m->cfg_.expert_count > 0) fail("model", "{}: mixture-of-experts models are not supported yet", g->path());
     check_tensors(*g, m->cfg_);
-    const cpu::prepare_options po{o.repack};
+    // A repacked tensor's file pages are dropped only when they are a mapping of the file (see prepare_options).
+    const cpu::prepare_options po{o.repack, o.repack && g->file().is_mmapped()};
     auto weight = [&](const std::string& name) {
         const auto* t = g->find_tensor(name);
         if (!can_dequantize(t->type))

@@ -2,10 +2,16 @@
 // scratch, and the split of output rows across the thread pool.
 #include "backends/cpu/matmul.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 
@@ -21,6 +27,60 @@ public:
 private:
     weight_view w_;
 };
+
+struct free_deleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// The interleaved layout of repack.h, 64-byte aligned, built once at load. The original view stays valid
+// (the scalar path and a forced ISA change still read it).
+class repacked_weight : public prepared_weight {
+public:
+    explicit repacked_weight(const weight_view& w)
+        : w_(w), group_bytes_(repack::group_bytes(w.type, w.n_in)), n_groups_((w.n_out + 7) / 8) {
+        const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
+        buf_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
+        bytes_ = bytes;
+        const uint8_t* rows[repack::k_rows];
+        for (int64_t g = 0; g < n_groups_; g++) {
+            for (int r = 0; r < repack::k_rows; r++) {
+                const int64_t o = g * repack::k_rows + r;
+                rows[r] = o < w.n_out ? w.data + size_t(o) * w.row_bytes : nullptr;
+            }
+            repack::pack_group(w.type, rows, w.n_in, buf_.get() + size_t(g) * group_bytes_);
+        }
+    }
+    const weight_view& view() const override { return w_; }
+    uint64_t resident_bytes() const override { return bytes_; }
+    const uint8_t* packed() const { return buf_.get(); }
+    size_t group_bytes() const { return group_bytes_; }
+    int64_t n_groups() const { return n_groups_; }
+
+private:
+    weight_view w_;
+    size_t group_bytes_;
+    int64_t n_groups_;
+    std::unique_ptr<uint8_t, free_deleter> buf_;
+    uint64_t bytes_ = 0;
+};
+
+// Returns the whole pages inside [p, p + n) of a file mapping to the OS.
+void release_pages(const uint8_t* p, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t a = (uintptr_t(p) + page - 1) / page * page, b = (uintptr_t(p) + n) / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+detail::gemv_x8_fn x8_kernel(dtype t) {
+    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
+    if (!rk || !detail::active_kernels()) return nullptr;
+    switch (t) {
+        case dtype::q8_0: return rk->q8_0;
+        case dtype::q4_k: return rk->q4_k;
+        default: return nullptr;
+    }
+}
 
 // Quantized activations of the current call. Owned by the calling thread and only grown, so decode steps
 // after the first allocate nothing; workers read it while the caller waits in parallel_for.
@@ -52,15 +112,75 @@ struct quantize_job {
 
 }  // namespace
 
-std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options&) {
+std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o) {
     const auto& tr = traits(w.type);
     if (w.n_in <= 0 || w.n_in % tr.block_elems != 0)
         fail("cpu", "matmul weight: row length {} is not a multiple of the {} block ({})", w.n_in, tr.name,
              tr.block_elems);
     if (w.row_bytes != row_bytes(w.type, uint64_t(w.n_in)))
         fail("cpu", "matmul weight: row_bytes {} does not match {} x {}", w.row_bytes, w.n_in, tr.name);
+    if (o.repack && repack::supported(w.type) && x8_kernel(w.type)) {
+        auto r = std::make_unique<repacked_weight>(w);
+        if (o.release_source) release_pages(w.data, size_t(w.n_out) * w.row_bytes);
+        return r;
+    }
     return std::make_unique<plain_weight>(w);
 }
+
+namespace {
+
+// Quantizes the n_tok tokens of x into the calling thread's scratch in the format the kernels of w read.
+detail::act_view quantize_activations(const detail::kernel_set& ks, const weight_view& w, const float* x, int64_t n_tok,
+                                      thread_pool& pool) {
+    detail::act_view a;
+    a.n_in = w.n_in;
+    const detail::act_format af = detail::act_format_for(w.type);
+    if (af == detail::act_format::f32) {
+        a.f32 = x;
+        return a;
+    }
+    const int64_t block = af == detail::act_format::q8_0 ? 32 : 256;
+    if (w.n_in % block != 0) fail("cpu", "matmul: row length {} is not a multiple of {}", w.n_in, block);
+    act_scratch& s = t_scratch;
+    const size_t n = size_t(n_tok * w.n_in);
+    if (s.qs.size() < n) s.qs.resize(n);
+    if (s.d.size() < n / 32) s.d.resize(n / 32);
+    if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
+    quantize_job q{af == detail::act_format::q8_0 ? ks.quantize_q8_0 : ks.quantize_q8_k, x, w.n_in, block, &s};
+    const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; t++)
+            q.fn(q.x + t * q.n_in, q.n_in, q.s->qs.data() + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
+                 q.s->bsums.data() + t * (q.n_in / 16));
+    };
+    if (n_tok == 1)
+        quantize_tokens(0, 0, 1);
+    else
+        pool.parallel_for(n_tok, quantize_tokens);
+    a.qs = s.qs.data();
+    a.d = s.d.data();
+    a.bsums = s.bsums.data();
+    return a;
+}
+
+// The x8 path: units of two 8-row groups (16 rows, as k_row_group) over the pool. With several tokens, the
+// groups of about k_row_block_bytes are run for every token before the next, so they are read from L2.
+void matmul_x8(const repacked_weight& rw, detail::gemv_x8_fn fn, const detail::act_view& a, int64_t n_tok, float* y,
+               thread_pool& pool) {
+    const int64_t n_groups = rw.n_groups(), n_out = rw.view().n_out;
+    const int64_t block = std::max<int64_t>(1, int64_t(detail::k_row_block_bytes / rw.group_bytes()));
+    pool.parallel_for((n_groups + 1) / 2, [&](int, int64_t u0, int64_t u1) {
+        const int64_t g1 = std::min(n_groups, 2 * u1);
+        if (n_tok == 1) {
+            fn(rw.packed(), rw.group_bytes(), a, 0, y, n_out, 2 * u0, g1);
+            return;
+        }
+        for (int64_t gb = 2 * u0; gb < g1; gb += block)
+            for (int64_t t = 0; t < n_tok; t++)
+                fn(rw.packed(), rw.group_bytes(), a, t, y, n_out, gb, std::min(g1, gb + block));
+    });
+}
+
+}  // namespace
 
 void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, thread_pool& pool) {
     const weight_view& w = pw.view();
@@ -70,35 +190,11 @@ void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, 
         pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
         return;
     }
+    const detail::act_view a = quantize_activations(*ks, w, x, n_tok, pool);
+    if (const auto* rw = dynamic_cast<const repacked_weight*>(&pw))
+        if (const detail::gemv_x8_fn xf = x8_kernel(w.type)) return matmul_x8(*rw, xf, a, n_tok, y, pool);
 
-    gemm_job job{fn, &w, {}, n_tok, y};
-    job.a.n_in = w.n_in;
-    const detail::act_format af = detail::act_format_for(w.type);
-    if (af == detail::act_format::f32) {
-        job.a.f32 = x;
-    } else {
-        const int64_t block = af == detail::act_format::q8_0 ? 32 : 256;
-        if (w.n_in % block != 0) fail("cpu", "matmul: row length {} is not a multiple of {}", w.n_in, block);
-        act_scratch& s = t_scratch;
-        const size_t n = size_t(n_tok * w.n_in);
-        if (s.qs.size() < n) s.qs.resize(n);
-        if (s.d.size() < n / 32) s.d.resize(n / 32);
-        if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
-        quantize_job q{af == detail::act_format::q8_0 ? ks->quantize_q8_0 : ks->quantize_q8_k, x, w.n_in, block, &s};
-        const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
-            for (int64_t t = t0; t < t1; t++)
-                q.fn(q.x + t * q.n_in, q.n_in, q.s->qs.data() + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
-                     q.s->bsums.data() + t * (q.n_in / 16));
-        };
-        if (n_tok == 1)
-            quantize_tokens(0, 0, 1);
-        else
-            pool.parallel_for(n_tok, quantize_tokens);
-        job.a.qs = s.qs.data();
-        job.a.d = s.d.data();
-        job.a.bsums = s.bsums.data();
-    }
-
+    gemm_job job{fn, &w, a, n_tok, y};
     const int64_t n_groups = (w.n_out + k_row_group - 1) / k_row_group;
     pool.parallel_for(n_groups, [&job](int, int64_t g0, int64_t g1) {
         const int64_t r1 = g1 * k_row_group < job.w->n_out ? g1 * k_row_group : job.w->n_out;

@@ -28,6 +28,10 @@ struct weight_view {
 
 struct prepare_options {
     bool repack = false;  // allow an interleaved, cache-line-aligned layout built at load (may own memory)
+    // The weight bytes are a read-only file mapping: once repacked, their pages are returned to the OS
+    // (madvise DONTNEED; they fault back in from the page cache if the original layout is read again), so
+    // resident memory holds one copy. Never set for anonymous or owned memory, which DONTNEED would zero.
+    bool release_source = false;
 };
 
 // A weight ready for matmul: the original view, plus any layout the kernels built at load.

@@ -1,0 +1,37 @@
+// Interleaved ("x8") weight layouts for --repack on: 8 consecutive rows of a matrix are stored together, so
+// one 32-byte vector holds 4 weight bytes of each of the 8 rows and the decode kernels produce 8 outputs per
+// pass with one int32/f32 lane per row: each activation quad is broadcast once for 8 rows, the per-row
+// horizontal sums disappear, and the scale arithmetic is done once per 8 rows. Every vector load of the
+// layout is 32-byte aligned (groups start 64-byte aligned), so no load splits a cache line.
+//
+// Group layouts, per 8-row group (a matrix with n_out rows has ceil(n_out / 8) groups; the rows past n_out
+// of the last group are zero and never stored to y):
+//   Q4_K x8, per super-block (1184 bytes), elements e of the super-block, sub-block s = e / 32:
+//     qs[8 s][4 v][8 r][4 k]  byte (s, v, r, k): element 32s + 8v + k of row r in the low nibble,
+//                             element 32s + 8v + 4 + k in the high nibble                       1024 bytes
+//     scales[8 s][8 r]        u8 6-bit sub-block scales                                            64 bytes
+//     mins[4 p][8 r][2]       u8 6-bit mins of sub-blocks 2p and 2p + 1                            64 bytes
+//     d[8 r], dmin[8 r]       f16 as in the file                                                   32 bytes
+//   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
+//     qs[2 b][8 v][8 r][4 k]  int8 element 4v + k of block b of row r                             512 bytes
+//     d[2 b][8 r]             f16 as in the file                                                   32 bytes
+// Same size as the file for Q8_0, +2.8 % for Q4_K (6-bit scales stored as bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace memtile::cpu::repack {
+
+inline constexpr int k_rows = 8;
+
+// Whether the x8 layout exists for this format.
+bool supported(dtype t);
+// Bytes of one 8-row group for rows of n_in elements (a multiple of 32).
+size_t group_bytes(dtype t, int64_t n_in);
+// Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row).
+void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);
+
+}  // namespace memtile::cpu::repack
