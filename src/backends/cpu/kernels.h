@@ -47,7 +47,7 @@ using gemv_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act
                             int64_t n_out, int64_t g0, int64_t g1);
 
 struct repack_kernel_set {
-    gemv_x8_fn q8_0, q4_k;
+    gemv_x8_fn q8_0, q4_k, q5_k, q6_k;
 };
 
 // nullptr when the path is not compiled in (non-x86 builds).

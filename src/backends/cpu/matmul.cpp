@@ -78,6 +78,8 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
     switch (t) {
         case dtype::q8_0: return rk->q8_0;
         case dtype::q4_k: return rk->q4_k;
+        case dtype::q5_k: return rk->q5_k;
+        case dtype::q6_k: return rk->q6_k;
         default: return nullptr;
     }
 }

@@ -12,10 +12,19 @@
 //     scales[8 s][8 r]        u8 6-bit sub-block scales                                            64 bytes
 //     mins[4 p][8 r][2]       u8 6-bit mins of sub-blocks 2p and 2p + 1                            64 bytes
 //     d[8 r], dmin[8 r]       f16 as in the file                                                   32 bytes
+//   Q5_K x8, per super-block (1440 bytes): qs as Q4_K (the low 4 bits), then
+//     qh[8 s][8 r][4 k]       bit 2v: bit 4 of element 32s + 8v + k, bit 2v + 1: of element 32s + 8v + 4 + k  256
+//     scales, mins, d, dmin   as Q4_K                                                             160 bytes
+//   Q6_K x8, per super-block (1696 bytes), chunk c = e / 32 of 32 elements in 8 groups g = 2v + i of 4
+//   (elements 32c + 8v + 4i + k):
+//     ql[8 c][4 v][8 r][4 k]  the low 4 bits, nibbles as Q4_K                                   1024 bytes
+//     qh[8 c][2 h][8 r][4 k]  bits 2j, 2j + 1: the top 2 bits of group g = 4h + j                  512 bytes
+//     scales[16 s][8 r]       int8 (h of chunk c is the 16-element sub-block 2c + h)               128 bytes
+//     d[8 r]                  f16, then 16 zero bytes                                               32 bytes
 //   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
 //     qs[2 b][8 v][8 r][4 k]  int8 element 4v + k of block b of row r                             512 bytes
 //     d[2 b][8 r]             f16 as in the file                                                   32 bytes
-// Same size as the file for Q8_0, +2.8 % for Q4_K (6-bit scales stored as bytes).
+// Same size as the file for Q8_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes), +1 % Q6_K.
 #pragma once
 
 #include <cstddef>

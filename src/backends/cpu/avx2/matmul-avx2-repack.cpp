@@ -33,16 +33,23 @@ void store_rows(__m256 v, float* y, int64_t o0, int64_t n_out) {
     for (int64_t r = 0; o0 + r < n_out; r++) y[o0 + r] = lanes[r];
 }
 
-constexpr int64_t k_q4_k_bytes = 1184;
+// 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
+__m256i shift_bits(__m256i v, int n) {
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+}
 
-void gemv_q4_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                  int64_t g0, int64_t g1) {
+// Q4_K (high_bit false, 1184-byte super-blocks) and Q5_K (true, 1440). With the fifth bit the int16 sums
+// only hold 4 vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
+template <bool high_bit>
+void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+                   int64_t g0, int64_t g1) {
+    constexpr int64_t bytes = high_bit ? 1440 : 1184, meta = high_bit ? 1280 : 1024;
     const int64_t nb = a.n_in / 256;
     const int8_t* q = a.qs + t * a.n_in;
     const float* d = a.d + t * nb;
     const int16_t* bs = a.bsums + t * (a.n_in / 16);
     y += t * n_out;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     constexpr char z = char(0x80);
     // Scale of row r (byte r of the 8 of sub-block s) in both int16 lanes of dword r; +8 for sub-block s + 1.
     const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
@@ -56,19 +63,29 @@ void gemv_q4_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
         const uint8_t* gp = packed + size_t(g) * group_bytes;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* b = gp + ib * k_q4_k_bytes;
+            const uint8_t* b = gp + ib * bytes;
             const int8_t* qb = q + ib * 256;
             __m256i isum = _mm256_setzero_si256();
             for (int s = 0; s < 8; s++) {
+                const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + meta + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
+                const __m256i qh =
+                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 1024 + 32 * s)) : m4;
                 __m256i s16 = _mm256_setzero_si256();
                 for (int v = 0; v < 4; v++) {
                     const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * (4 * s + v)));
-                    const __m256i lo = _mm256_and_si256(raw, m4);
-                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    __m256i lo = _mm256_and_si256(raw, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    if (high_bit) {
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * v), m16));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * v), m16));
+                    }
                     s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, bcast_quad(qb + 32 * s + 8 * v)));
                     s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, bcast_quad(qb + 32 * s + 8 * v + 4)));
+                    if (high_bit && v == 1) {
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
+                        s16 = _mm256_setzero_si256();
+                    }
                 }
-                const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 1024 + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
             }
             // Mins: sum over sub-blocks of min[r][s] * (activation sum of sub-block s), pairs of sub-blocks per
@@ -77,13 +94,72 @@ void gemv_q4_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
             const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
             __m256i msum = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b + 1088 + 16 * p), mn_mask);
+                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b + meta + 64 + 16 * p), mn_mask);
                 const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
                 msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
             }
             const __m256 da = _mm256_set1_ps(d[ib]);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_8_f16(b + 1152), da), acc);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(load_8_f16(b + 1168), da), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_8_f16(b + meta + 128), da), acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(load_8_f16(b + meta + 144), da), acc);
+        }
+        store_rows(acc, y, g * 8, n_out);
+    }
+}
+
+// Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
+// one madd with the signed 16-element sub-block scales per vector; the +32 offset of the levels is taken
+// out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s].
+void gemv_q6_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+                  int64_t g0, int64_t g1) {
+    constexpr int64_t bytes = 1696;
+    const int64_t nb = a.n_in / 256;
+    const int8_t* q = a.qs + t * a.n_in;
+    const float* d = a.d + t * nb;
+    const int16_t* bs = a.bsums + t * (a.n_in / 16);
+    y += t * n_out;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    constexpr char z = char(0x80);
+    // Scale byte of row r put in the high byte of both int16 lanes of dword r (sign-extended by srai 8):
+    // sub-block 2c (bytes 0..7) or 2c + 1 (bytes 8..15); and the pair (2c, 2c + 1) for the offset term.
+    const __m256i sc_lo = _mm256_setr_epi8(z, 0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3,  //
+                                           z, 4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7);
+    const __m256i sc_hi = _mm256_setr_epi8(z, 8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11,  //
+                                           z, 12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15);
+    const __m256i sc_pair = _mm256_setr_epi8(z, 0, z, 8, z, 1, z, 9, z, 2, z, 10, z, 3, z, 11,  //
+                                             z, 4, z, 12, z, 5, z, 13, z, 6, z, 14, z, 7, z, 15);
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t* gp = packed + size_t(g) * group_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const uint8_t* b = gp + ib * bytes;
+            const int8_t* qb = q + ib * 256;
+            __m256i isum = _mm256_setzero_si256(), off = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c++) {
+                const __m256i scb = bcast_16(b + 1536 + 16 * c);
+                int32_t bpair;
+                std::memcpy(&bpair, bs + ib * 16 + 2 * c, 4);
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8),
+                                                              _mm256_set1_epi32(bpair)));
+                for (int h = 0; h < 2; h++) {
+                    const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, h ? sc_hi : sc_lo), 8);
+                    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 1024 + 64 * c + 32 * h));
+                    for (int vv = 0; vv < 2; vv++) {
+                        const int v = 2 * h + vv;
+                        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * (4 * c + v)));
+                        const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4),
+                                                           _mm256_and_si256(shift_bits(qh, 4 - 4 * vv), m30));
+                        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                                                           _mm256_and_si256(shift_bits(qh, 2 - 4 * vv), m30));
+                        const __m256i s16 =
+                            _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast_quad(qb + 32 * c + 8 * v)),
+                                             _mm256_maddubs_epi16(hi, bcast_quad(qb + 32 * c + 8 * v + 4)));
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
+                    }
+                }
+            }
+            const __m256i net = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(load_8_f16(b + 1664), _mm256_set1_ps(d[ib])),
+                                  acc);
         }
         store_rows(acc, y, g * 8, n_out);
     }
@@ -120,7 +196,7 @@ void gemv_q8_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
     }
 }
 
-const detail::repack_kernel_set k_avx2_repack = {gemv_q8_0_x8, gemv_q4_k_x8};
+const detail::repack_kernel_set k_avx2_repack = {gemv_q8_0_x8, gemv_q45_k_x8<false>, gemv_q45_k_x8<true>, gemv_q6_k_x8};
 
 }  // namespace
 }  // namespace memtile::cpu::avx2
