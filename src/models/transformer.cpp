@@ -150,6 +150,17 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
         op({op_class::matmul, il, v.type, uint64_t(v.n_out) * v.row_bytes, 0, 0, uint64_t(n * (v.n_in + v.n_out) * 4)},
            [&] { cpu::matmul(w, in, n, out, pool_); });
     };
+    // Products of one input in one call (one activation quantization, one hand-over to the pool). With an
+    // observer installed they run one by one, so each is timed and attributed to its own weight type.
+    const auto mm_multi = [&](std::initializer_list<const cpu::prepared_weight*> ws, int il, const float* in,
+                              std::initializer_list<float*> outs) {
+        if (obs_) {
+            auto o = outs.begin();
+            for (const auto* w : ws) mm(*w, il, in, *o++);
+            return;
+        }
+        cpu::matmul_multi(std::span(ws.begin(), ws.size()), in, n, std::span(outs.begin(), outs.size()), pool_);
+    };
     const uint64_t kv_row = uint64_t(KV) * kv_->elem_bytes();
 
     // Embedding: gather and dequantize one row per token.
@@ -184,9 +195,7 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
                 std::copy(r + Q + KV, r + Q + 2 * KV, &v_[t * KV]);
             }
         } else {
-            mm(*L.wq, li, xn_.data(), q_.data());
-            mm(*L.wk, li, xn_.data(), k_.data());
-            mm(*L.wv, li, xn_.data(), v_.data());
+            mm_multi({L.wq.get(), L.wk.get(), L.wv.get()}, li, xn_.data(), {q_.data(), k_.data(), v_.data()});
         }
         if (!L.bq.empty())
             for (int64_t t = 0; t < n; t++) {
@@ -221,8 +230,7 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
             for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.ffn_norm.data(), &xn_[t * E], E, c.norm_eps);
         });
         if (L.w_gate) {
-            mm(*L.w_gate, li, xn_.data(), gate_.data());
-            mm(*L.w_up, li, xn_.data(), up_.data());
+            mm_multi({L.w_gate.get(), L.w_up.get()}, li, xn_.data(), {gate_.data(), up_.data()});
         } else {
             // phi3: fused [n_tok, 2F], gate first then up.
             qkv_.resize(size_t(n * 2 * F));
@@ -296,9 +304,9 @@ void forward_context::forward_batch(std::span<forward_context* const> ctxs, std:
                 std::copy(r + Q + KV, r + Q + 2 * KV, &v[t * KV]);
             }
         } else {
-            cpu::matmul(*L.wq, xn.data(), n, q.data(), pool);
-            cpu::matmul(*L.wk, xn.data(), n, k.data(), pool);
-            cpu::matmul(*L.wv, xn.data(), n, v.data(), pool);
+            const cpu::prepared_weight* ws[] = {L.wq.get(), L.wk.get(), L.wv.get()};
+            float* outs[] = {q.data(), k.data(), v.data()};
+            cpu::matmul_multi(ws, xn.data(), n, outs, pool);
         }
         if (!L.bq.empty())
             for (int64_t t = 0; t < n; t++) {
@@ -321,8 +329,9 @@ void forward_context::forward_batch(std::span<forward_context* const> ctxs, std:
 
         for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x[t * E], L.ffn_norm.data(), &xn[t * E], E, c.norm_eps);
         if (L.w_gate) {
-            cpu::matmul(*L.w_gate, xn.data(), n, gate.data(), pool);
-            cpu::matmul(*L.w_up, xn.data(), n, up.data(), pool);
+            const cpu::prepared_weight* ws[] = {L.w_gate.get(), L.w_up.get()};
+            float* outs[] = {gate.data(), up.data()};
+            cpu::matmul_multi(ws, xn.data(), n, outs, pool);
         } else {
             tmp.resize(size_t(n * 2 * F));
             cpu::matmul(*L.w_up, xn.data(), n, tmp.data(), pool);

@@ -4,6 +4,7 @@
 // the f32-activation reference, so the tolerance covers the on-the-fly activation quantization (Q8_0/Q8_K).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/ops.h"
 #include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
@@ -176,4 +178,60 @@ TEST(cpu_isa, unsupported_path_cannot_be_forced) {
 TEST(cpu_matmul_weight, rejects_row_length_not_a_block_multiple) {
     std::vector<uint8_t> data(1024);
     EXPECT_THROW(prepare_weight({dtype::q4_k, data.data(), 128, 2, 72}), memtile::error);
+}
+
+// The vectorized feed-forward activation (AVX2 exp) against the scalar loop, over both signs, large
+// magnitudes (the exp underflow side) and a ragged tail.
+TEST(cpu_ops, swiglu_matches_scalar) {
+    std::vector<float> gate = uniform(1003, 11), up = uniform(1003, 12);
+    for (size_t i = 0; i < gate.size(); i++) gate[i] *= i % 7 == 0 ? 120.0f : 8.0f;
+    std::vector<float> want = gate, got = gate;
+    {
+        isa_guard guard(isa::scalar);
+        swiglu(want.data(), up.data(), int64_t(want.size()));
+    }
+    swiglu(got.data(), up.data(), int64_t(got.size()));
+    for (size_t i = 0; i < got.size(); i++)
+        EXPECT_NEAR(got[i], want[i], 1e-6f * std::max(1.0f, std::fabs(want[i])))
+            << "element " << i << " gate " << gate[i];
+}
+
+// matmul_multi gives each product exactly what matmul gives it alone: shared activations (Q4_K with Q6_K),
+// different activation formats (with Q8_0 and F16), repacked and original layouts mixed, ragged row counts.
+TEST(cpu_matmul_multi, equals_separate_calls) {
+    thread_pool pool(2);
+    const int64_t n_in = 512;
+    const dtype types[] = {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::f16};
+    const int64_t n_outs[] = {37, 7, 20, 9};
+    for (const std::vector<int>& pick : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2}, std::vector<int>{3, 0}}) {
+        for (bool repack : {false, true}) {
+            std::vector<std::vector<uint8_t>> data;
+            std::vector<std::unique_ptr<prepared_weight>> pws;
+            for (size_t i = 0; i < pick.size(); i++) {
+                const dtype t = types[pick[i]];
+                const int64_t n_out = n_outs[pick[i]];
+                data.push_back(encode(t, uniform(size_t(n_in * n_out), uint32_t(40 + i)), n_out, n_in));
+                pws.push_back(prepare_weight({t, data.back().data(), n_in, n_out, size_t(row_bytes(t, uint64_t(n_in)))},
+                                             {.repack = repack && i % 2 == 0}));
+            }
+            for (int64_t n_tok : {1, 5}) {
+                const std::vector<float> x = uniform(size_t(n_in * n_tok), 99);
+                std::vector<std::vector<float>> multi(pick.size()), single(pick.size());
+                std::vector<const prepared_weight*> ws;
+                std::vector<float*> ys;
+                for (size_t i = 0; i < pick.size(); i++) {
+                    multi[i].assign(size_t(n_outs[pick[i]] * n_tok), NAN);
+                    single[i].assign(multi[i].size(), NAN);
+                    ws.push_back(pws[i].get());
+                    ys.push_back(multi[i].data());
+                    matmul(*pws[i], x.data(), n_tok, single[i].data(), pool);
+                }
+                matmul_multi(ws, x.data(), n_tok, ys, pool);
+                for (size_t i = 0; i < pick.size(); i++)
+                    for (size_t k = 0; k < multi[i].size(); k++)
+                        ASSERT_EQ(multi[i][k], single[i][k]) << dtype_name(types[pick[i]]) << " n_tok " << n_tok
+                                                             << " repack " << repack << " element " << k;
+            }
+        }
+    }
 }

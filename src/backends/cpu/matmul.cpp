@@ -77,6 +77,7 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
     if (!rk || !detail::active_kernels()) return nullptr;
     switch (t) {
         case dtype::q8_0: return rk->q8_0;
+        case dtype::q4_0: return rk->q4_0;
         case dtype::q4_k: return rk->q4_k;
         case dtype::q5_k: return rk->q5_k;
         case dtype::q6_k: return rk->q6_k;
@@ -96,14 +97,6 @@ thread_local act_scratch t_scratch;
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
 constexpr int64_t k_row_group = 16;
-
-struct gemm_job {
-    detail::gemm_fn fn;
-    const weight_view* w;
-    detail::act_view a;
-    int64_t n_tok;
-    float* y;
-};
 
 struct quantize_job {
     detail::quantize_fn fn;
@@ -164,43 +157,94 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
     return a;
 }
 
-// The x8 path: units of two 8-row groups (16 rows, as k_row_group) over the pool. With several tokens, the
-// groups of about k_row_block_bytes are run for every token before the next, so they are read from L2.
-void matmul_x8(const repacked_weight& rw, detail::gemv_x8_fn fn, const detail::act_view& a, int64_t n_tok, float* y,
-               thread_pool& pool) {
-    const int64_t n_groups = rw.n_groups(), n_out = rw.view().n_out;
+// One matrix of a matmul_multi call: its rows in units of k_row_group (16 rows, two 8-row groups of the x8
+// layout), numbered from `first` in the call's common unit space.
+struct part {
+    const weight_view* w = nullptr;
+    const repacked_weight* rw = nullptr;
+    detail::gemv_x8_fn x8 = nullptr;  // set: the interleaved layout, else fn on the original rows
+    detail::gemm_fn fn = nullptr;
+    float* y = nullptr;
+    int64_t first = 0, n_units = 0;
+};
+
+// Units [u0, u1) of one matrix. The x8 path with several tokens runs groups of about k_row_block_bytes for
+// every token before the next, so they are read from L2.
+void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t u0, int64_t u1) {
+    const int64_t n_out = p.w->n_out;
+    if (!p.x8) {
+        p.fn(*p.w, a, n_tok, p.y, n_out, u0 * k_row_group, std::min(n_out, u1 * k_row_group));
+        return;
+    }
+    const repacked_weight& rw = *p.rw;
+    const int64_t g0 = 2 * u0, g1 = std::min(rw.n_groups(), 2 * u1);
+    if (n_tok == 1) {
+        p.x8(rw.packed(), rw.group_bytes(), a, 0, p.y, n_out, g0, g1);
+        return;
+    }
     const int64_t block = std::max<int64_t>(1, int64_t(detail::k_row_block_bytes / rw.group_bytes()));
-    pool.parallel_for((n_groups + 1) / 2, [&](int, int64_t u0, int64_t u1) {
-        const int64_t g1 = std::min(n_groups, 2 * u1);
-        if (n_tok == 1) {
-            fn(rw.packed(), rw.group_bytes(), a, 0, y, n_out, 2 * u0, g1);
-            return;
-        }
-        for (int64_t gb = 2 * u0; gb < g1; gb += block)
-            for (int64_t t = 0; t < n_tok; t++)
-                fn(rw.packed(), rw.group_bytes(), a, t, y, n_out, gb, std::min(g1, gb + block));
-    });
+    for (int64_t gb = g0; gb < g1; gb += block)
+        for (int64_t t = 0; t < n_tok; t++)
+            p.x8(rw.packed(), rw.group_bytes(), a, t, p.y, n_out, gb, std::min(g1, gb + block));
 }
 
 }  // namespace
 
 void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, thread_pool& pool) {
-    const weight_view& w = pw.view();
+    const prepared_weight* w[1] = {&pw};
+    float* out[1] = {y};
+    matmul_multi(w, x, n_tok, out, pool);
+}
+
+void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, int64_t n_tok, std::span<float* const> ys,
+                  thread_pool& pool) {
+    constexpr size_t k_max_parts = 4;
+    if (ws.size() != ys.size() || ws.empty() || ws.size() > k_max_parts)
+        fail("cpu", "matmul_multi: {} weights and {} outputs (1 to {} expected)", ws.size(), ys.size(), k_max_parts);
     const detail::kernel_set* ks = detail::active_kernels();
-    const detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
-    if (fn == nullptr) {
-        pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
+    const weight_view& w0 = ws[0]->view();
+    bool shared = ks != nullptr;
+    for (const prepared_weight* pw : ws) {
+        const weight_view& w = pw->view();
+        if (w.n_in != w0.n_in) fail("cpu", "matmul_multi: row lengths {} and {} differ", w0.n_in, w.n_in);
+        shared = shared && detail::kernel_for(*ks, w.type) &&
+                 detail::act_format_for(w.type) == detail::act_format_for(w0.type);
+    }
+    if (!shared) {
+        // Formats without a kernel, or with activations in different formats: one call each.
+        for (size_t i = 0; i < ws.size(); i++) {
+            const weight_view& w = ws[i]->view();
+            const detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
+            if (fn == nullptr) {
+                float* y = ys[i];
+                pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
+            } else {
+                matmul_multi(ws.subspan(i, 1), x, n_tok, ys.subspan(i, 1), pool);
+            }
+        }
         return;
     }
-    const detail::act_view a = quantize_activations(*ks, w, x, n_tok, pool);
-    if (const auto* rw = dynamic_cast<const repacked_weight*>(&pw))
-        if (const detail::gemv_x8_fn xf = x8_kernel(w.type)) return matmul_x8(*rw, xf, a, n_tok, y, pool);
-
-    gemm_job job{fn, &w, a, n_tok, y};
-    const int64_t n_groups = (w.n_out + k_row_group - 1) / k_row_group;
-    pool.parallel_for(n_groups, [&job](int, int64_t g0, int64_t g1) {
-        const int64_t r1 = g1 * k_row_group < job.w->n_out ? g1 * k_row_group : job.w->n_out;
-        job.fn(*job.w, job.a, job.n_tok, job.y, job.w->n_out, g0 * k_row_group, r1);
+    const detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
+    part parts[k_max_parts];
+    int64_t total = 0;
+    for (size_t i = 0; i < ws.size(); i++) {
+        part& p = parts[i];
+        p.w = &ws[i]->view();
+        p.fn = detail::kernel_for(*ks, p.w->type);
+        p.rw = dynamic_cast<const repacked_weight*>(ws[i]);
+        p.x8 = p.rw ? x8_kernel(p.w->type) : nullptr;
+        p.y = ys[i];
+        p.first = total;
+        p.n_units = (p.w->n_out + k_row_group - 1) / k_row_group;
+        total += p.n_units;
+    }
+    const size_t n_parts = ws.size();
+    pool.parallel_for(total, [&](int, int64_t u0, int64_t u1) {
+        for (size_t i = 0; i < n_parts; i++) {
+            const part& p = parts[i];
+            const int64_t b = std::max(u0, p.first), e = std::min(u1, p.first + p.n_units);
+            if (b < e) run_units(p, a, n_tok, b - p.first, e - p.first);
+        }
     });
 }
 

@@ -37,11 +37,21 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_bas
     }
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
+namespace {
+
+void swiglu_portable(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i];
         gate[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
+}
+
+}  // namespace
+
+void swiglu(float* gate, const float* up, int64_t n) {
+    // The AVX2 loop (vectorized exp) when the matmul path is AVX2 or better, as for attention.
+    const auto* k = active_isa() != isa::scalar ? detail::avx2_attention_kernels() : nullptr;
+    (k ? k->swiglu : swiglu_portable)(gate, up, n);
 }
 
 namespace {
@@ -98,7 +108,8 @@ float exp_sum_portable(float* sc, int n, float mx) {
     return sum;
 }
 
-const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable, exp_sum_portable};
+const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable, exp_sum_portable,
+                                           swiglu_portable};
 
 // The AVX2 loops when the matmul path is AVX2 or better (so force_isa("scalar") covers attention too).
 const detail::attention_kernels& pick_kernels(int head_dim) {

@@ -10,7 +10,8 @@
 namespace memtile::cpu::repack {
 namespace {
 
-constexpr size_t k_q4_k_bytes = 1184, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696, k_q8_0_pair_bytes = 544;
+constexpr size_t k_q4_k_bytes = 1184, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696, k_q8_0_pair_bytes = 544,
+                 k_q4_0_pair_bytes = 288;
 
 // The low 4 bits of the 256 levels of a super-block of row r as the [8 s][4 v][8 r][4 k] nibble array.
 template <class Level>
@@ -94,6 +95,25 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     }
 }
 
+// Q4_0: element j of a block in the low nibble of qs[j], element j + 16 in the high nibble (levels + 8).
+void pack_q4_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    const int64_t nb = n_in / k_qk_legacy;
+    std::memset(out, 0, group_bytes(dtype::q4_0, n_in));
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib / 2) * k_q4_0_pair_bytes;
+        const int half = int(ib % 2);
+        for (int r = 0; r < k_rows; r++) {
+            if (!rows[r]) continue;
+            const block_q4_0 b = read_block<block_q4_0>(rows[r], ib);
+            const auto level = [&b](int e) { return e < 16 ? b.qs[e] & 15 : b.qs[e - 16] >> 4; };
+            for (int v = 0; v < 4; v++)
+                for (int k = 0; k < 4; k++)
+                    o[half * 128 + (v * 8 + r) * 4 + k] = uint8_t(level(8 * v + k) | (level(8 * v + 4 + k) << 4));
+            std::memcpy(o + 256 + half * 16 + 2 * r, &b.d, 2);
+        }
+    }
+}
+
 void pack_q8_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     const int64_t nb = n_in / k_qk_legacy;
     std::memset(out, 0, group_bytes(dtype::q8_0, n_in));
@@ -112,7 +132,7 @@ void pack_q8_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
 }  // namespace
 
 bool supported(dtype t) {
-    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || t == dtype::q8_0;
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || t == dtype::q8_0 || t == dtype::q4_0;
 }
 
 size_t group_bytes(dtype t, int64_t n_in) {
@@ -121,6 +141,7 @@ size_t group_bytes(dtype t, int64_t n_in) {
         case dtype::q5_k: return size_t(n_in / k_qk) * k_q5_k_bytes;
         case dtype::q6_k: return size_t(n_in / k_qk) * k_q6_k_bytes;
         case dtype::q8_0: return size_t((n_in / k_qk_legacy + 1) / 2) * k_q8_0_pair_bytes;
+        case dtype::q4_0: return size_t((n_in / k_qk_legacy + 1) / 2) * k_q4_0_pair_bytes;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }
@@ -131,6 +152,7 @@ void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out)
         case dtype::q5_k: pack_q45_k<true>(rows, n_in, out); break;
         case dtype::q6_k: pack_q6_k(rows, n_in, out); break;
         case dtype::q8_0: pack_q8_0(rows, n_in, out); break;
+        case dtype::q4_0: pack_q4_0(rows, n_in, out); break;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }

@@ -24,7 +24,9 @@
 //   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
 //     qs[2 b][8 v][8 r][4 k]  int8 element 4v + k of block b of row r                             512 bytes
 //     d[2 b][8 r]             f16 as in the file                                                   32 bytes
-// Same size as the file for Q8_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes), +1 % Q6_K.
+//   Q4_0 x8, per pair of blocks (288 bytes): qs[2 b][4 v][8 r][4 k] levels 0..15 (stored + 8) of elements
+//     8v + k (low nibble) and 8v + 4 + k (high nibble), 256 bytes; d[2 b][8 r] f16, 32 bytes
+// Same size as the file for Q8_0 and Q4_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes), +1 % Q6_K.
 #pragma once
 
 #include <cstddef>

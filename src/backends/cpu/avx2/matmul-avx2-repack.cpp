@@ -196,7 +196,44 @@ void gemv_q8_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
     }
 }
 
-const detail::repack_kernel_set k_avx2_repack = {gemv_q8_0_x8, gemv_q45_k_x8<false>, gemv_q45_k_x8<true>, gemv_q6_k_x8};
+// Q4_0 (pairs of blocks, 288 bytes): the unsigned levels (stored + 8) meet the activations in maddubs, the 8
+// vectors of a block summed in int16 (8 * 2 * 15 * 127 = 30480); the + 8 is taken out with the block's
+// activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q).
+void gemv_q4_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+                  int64_t g0, int64_t g1) {
+    constexpr int64_t pair_bytes = 288;
+    const int64_t nb = a.n_in / 32;
+    const int8_t* q = a.qs + t * a.n_in;
+    const float* d = a.d + t * nb;
+    const int16_t* bs = a.bsums + t * (a.n_in / 16);
+    y += t * n_out;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t* gp = packed + size_t(g) * group_bytes;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const uint8_t* pair = gp + (ib / 2) * pair_bytes;
+            const uint8_t* b = pair + (ib % 2) * 128;
+            const int8_t* qb = q + ib * 32;
+            __m256i s16 = _mm256_setzero_si256();
+            for (int v = 0; v < 4; v++) {
+                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), bcast_quad(qb + 8 * v)));
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                                                                 bcast_quad(qb + 8 * v + 4)));
+            }
+            const __m256i net = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
+                                                 _mm256_set1_epi32(8 * (int32_t(bs[2 * ib]) + bs[2 * ib + 1])));
+            const __m256 dw = load_8_f16(pair + 256 + (ib % 2) * 16);
+            acc[ib % 2] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[ib])), acc[ib % 2]);
+        }
+        store_rows(_mm256_add_ps(acc[0], acc[1]), y, g * 8, n_out);
+    }
+}
+
+const detail::repack_kernel_set k_avx2_repack = {gemv_q8_0_x8, gemv_q4_0_x8, gemv_q45_k_x8<false>, gemv_q45_k_x8<true>,
+                                                 gemv_q6_k_x8};
 
 }  // namespace
 }  // namespace memtile::cpu::avx2
