@@ -1,5 +1,6 @@
 // Decode and prefill speed of real model files against the memory-bandwidth limit, measured side by side:
-//   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--no-pp] [--repack off|on|off,on] MODEL.gguf...
+//   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--no-pp] [--repack off|on|off,on]
+//                         [--hugepages] MODEL.gguf...
 // For each model and thread count: a STREAM-style read over 1 GiB with the same threads (best of 3), then
 // pp64 and pp512 (prefill tok/s), then tg (decode tok/s, best of reps). Roofline ratio = streamed bytes per
 // token (memory model) × decode tok/s ÷ read bandwidth. Prints a Markdown table. With --repack off,on both
@@ -78,7 +79,7 @@ double decode_tps(const transformer& m, thread_pool& pool, int tg) {
 int main(int argc, char** argv) {
     std::vector<int> threads = {1, 2};
     int tg = 32, reps = 3;
-    bool pp = true;
+    bool pp = true, hugepages = false;
     std::vector<bool> repack_modes = {false};
     std::vector<std::string> models;
     for (int i = 1; i < argc; i++) {
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
             tg = std::stoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc)
             reps = std::stoi(argv[++i]);
+        else if (a == "--hugepages")
+            hugepages = true;
         else if (a == "--no-pp")
             pp = false;
         else if (a == "--repack" && i + 1 < argc) {
@@ -110,7 +113,7 @@ int main(int argc, char** argv) {
             const double before = rss_mb();
             {
                 thread_pool pool(1);
-                ms.push_back(transformer::load(path, {.load = {}, .repack = r}));
+                ms.push_back(transformer::load(path, {.load = {.hugepages = hugepages}, .repack = r}));
                 decode_tps(*ms.back(), pool, 2);
             }
             rss.push_back(rss_mb() - before);

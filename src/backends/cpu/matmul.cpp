@@ -39,8 +39,15 @@ public:
     explicit repacked_weight(const weight_view& w)
         : w_(w), group_bytes_(repack::group_bytes(w.type, w.n_in)), n_groups_((w.n_out + 7) / 8) {
         const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
-        buf_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
+        // once per token, and 4 KiB pages would cost a TLB miss every 64 cache lines (as --hugepages for the
+        // file layout). The tail past the last whole 2 MiB page stays on small pages, so nothing is wasted.
+        const size_t huge = size_t(2) << 20;
+        void* p = nullptr;
+        if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0) p = nullptr;
+        buf_.reset(static_cast<uint8_t*>(p));
         if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
+        if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
         bytes_ = bytes;
         const uint8_t* rows[repack::k_rows];
         for (int64_t g = 0; g < n_groups_; g++) {
