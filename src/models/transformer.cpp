@@ -172,6 +172,10 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
        });
 
     const float* factors = m_.rope_factors_.empty() ? nullptr : m_.rope_factors_.data();
+    // Rotation angles of each token's position, shared by q and k of every layer: [n, n_rot]
+    std::vector<float> angles(size_t(n * c.n_rot));
+    for (int64_t t = 0; t < n; t++)
+        cpu::rope_angles(int(c.n_rot), int(pos0 + t), c.rope_freq_base, factors, &angles[size_t(t * c.n_rot)]);
     const op_event norm_ev{op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n * E * 4 * 2)};
     const op_event add_ev{op_class::elementwise, -1, dtype::f32, 0, 0, 0, uint64_t(n * E * 4 * 3)};
     for (uint32_t il = 0; il < c.n_layer; il++) {
@@ -205,11 +209,9 @@ std::span<const float> forward_context::forward(std::span<const int32_t> tokens,
             }
         op({op_class::rope, li, dtype::f32, 0, 0, 0, uint64_t(n * (Q + KV) * 4 * 2)}, [&] {
             for (int64_t t = 0; t < n; t++) {
-                const int pos = int(pos0 + t);
-                cpu::rope(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
-                          factors);
-                cpu::rope(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
-                          factors);
+                const float* cs = &angles[size_t(t * c.n_rot)];
+                cpu::rope_apply(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), cs, c.rope);
+                cpu::rope_apply(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), cs, c.rope);
             }
         });
         op({op_class::kv_store, li, dtype::f32, 0, 0, uint64_t(n) * kv_row * 2, uint64_t(n * KV * 4 * 2)}, [&] {
