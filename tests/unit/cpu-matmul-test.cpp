@@ -101,8 +101,9 @@ TEST_P(cpu_matmul, matches_reference) {
                 for (bool repack : {false, true}) {
                     const auto pw = prepare_weight(view, {.repack = repack});
                     // The interleaved layout must really be the one under test where it exists.
-                    if (repack && path != isa::scalar && repack::supported(fc.type))
+                    if (repack && path != isa::scalar && repack::supported(fc.type)) {
                         EXPECT_GT(pw->resident_bytes(), 0u) << dtype_name(fc.type) << " was not repacked";
+                    }
                     for (thread_pool* pool : {&pool1, &pool2}) {
                         std::vector<float> got(want.size(), NAN);
                         matmul(*pw, x.data(), n_tok, got.data(), *pool);
