@@ -2,7 +2,9 @@
 // maddubs multiplies each row's 4 weight bytes by the broadcast activation quad, so a vector of 32 weight
 // bytes is unpacked once and feeds 8 rows, and the int16 pair sums of several vectors can be added before
 // the one madd with the sub-block scales (Q4_K: 8 vectors of levels 0..15 against |q| <= 127 give at most
-// 8 * 2 * 15 * 127 = 30480 per int16 lane).
+// 8 * 2 * 15 * 127 = 30480 per int16 lane). Each block's scales come first, so the kernels touch its cache
+// lines strictly in address order: with the scales after the quants (first version), the back-and-forth
+// defeated the hardware stream prefetcher and Q6_K decoded from DRAM at 0.4x the original layout's speed.
 #include "backends/cpu/avx2/avx2-common.h"
 
 namespace memtile::cpu::avx2 {
@@ -43,7 +45,9 @@ __m256i shift_bits(__m256i v, int n) {
 template <bool high_bit>
 void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
                    int64_t g0, int64_t g1) {
-    constexpr int64_t bytes = high_bit ? 1440 : 1184, meta = high_bit ? 1280 : 1024;
+    // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's nibble vectors from 160 + stride * s
+    // (Q5_K: followed by its 32 bytes of fifth bits).
+    constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
     const int8_t* q = a.qs + t * a.n_in;
     const float* d = a.d + t * nb;
@@ -67,12 +71,13 @@ void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a,
             const int8_t* qb = q + ib * 256;
             __m256i isum = _mm256_setzero_si256();
             for (int s = 0; s < 8; s++) {
-                const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + meta + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
+                const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
                 const __m256i qh =
-                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 1024 + 32 * s)) : m4;
+                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 128)) : m4;
                 __m256i s16 = _mm256_setzero_si256();
                 for (int v = 0; v < 4; v++) {
-                    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * (4 * s + v)));
+                    const __m256i raw =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 32 * v));
                     __m256i lo = _mm256_and_si256(raw, m4);
                     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
                     if (high_bit) {
@@ -94,13 +99,13 @@ void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a,
             const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
             __m256i msum = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b + meta + 64 + 16 * p), mn_mask);
+                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b + 64 + 16 * p), mn_mask);
                 const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
                 msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
             }
             const __m256 da = _mm256_set1_ps(d[ib]);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_8_f16(b + meta + 128), da), acc);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(load_8_f16(b + meta + 144), da), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_8_f16(b + 128), da), acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(load_8_f16(b + 144), da), acc);
         }
         store_rows(acc, y, g * 8, n_out);
     }
@@ -135,17 +140,19 @@ void gemv_q6_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
             const int8_t* qb = q + ib * 256;
             __m256i isum = _mm256_setzero_si256(), off = _mm256_setzero_si256();
             for (int c = 0; c < 8; c++) {
-                const __m256i scb = bcast_16(b + 1536 + 16 * c);
+                const __m256i scb = bcast_16(b + 16 * c);
                 int32_t bpair;
                 std::memcpy(&bpair, bs + ib * 16 + 2 * c, 4);
                 off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8),
                                                               _mm256_set1_epi32(bpair)));
                 for (int h = 0; h < 2; h++) {
                     const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, h ? sc_hi : sc_lo), 8);
-                    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 1024 + 64 * c + 32 * h));
+                    const __m256i qh =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 128 + 32 * h));
                     for (int vv = 0; vv < 2; vv++) {
                         const int v = 2 * h + vv;
-                        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * (4 * c + v)));
+                        const __m256i raw =
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 32 * v));
                         const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4),
                                                            _mm256_and_si256(shift_bits(qh, 4 - 4 * vv), m30));
                         const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
@@ -158,7 +165,7 @@ void gemv_q6_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
                 }
             }
             const __m256i net = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(load_8_f16(b + 1664), _mm256_set1_ps(d[ib])),
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(load_8_f16(b + 128), _mm256_set1_ps(d[ib])),
                                   acc);
         }
         store_rows(acc, y, g * 8, n_out);
@@ -180,7 +187,7 @@ void gemv_q8_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t ib = 0; ib < nb; ib++) {
             const uint8_t* pair = gp + (ib / 2) * k_q8_0_pair_bytes;
-            const uint8_t* b = pair + (ib % 2) * 256;
+            const uint8_t* b = pair + 32 + (ib % 2) * 256;
             const int8_t* qb = q + ib * 32;
             __m256i sum = _mm256_setzero_si256();
             for (int v = 0; v < 8; v++) {
@@ -188,7 +195,7 @@ void gemv_q8_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
                 const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(bcast_quad(qb + 4 * v), w));
                 sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, ones));
             }
-            const __m256 dw = load_8_f16(pair + 512 + (ib % 2) * 16);
+            const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
             acc[ib % 2] =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(d[ib])), acc[ib % 2]);
         }
@@ -213,7 +220,7 @@ void gemv_q4_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t ib = 0; ib < nb; ib++) {
             const uint8_t* pair = gp + (ib / 2) * pair_bytes;
-            const uint8_t* b = pair + (ib % 2) * 128;
+            const uint8_t* b = pair + 32 + (ib % 2) * 128;
             const int8_t* qb = q + ib * 32;
             __m256i s16 = _mm256_setzero_si256();
             for (int v = 0; v < 4; v++) {
@@ -224,7 +231,7 @@ void gemv_q4_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
             }
             const __m256i net = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
                                                  _mm256_set1_epi32(8 * (int32_t(bs[2 * ib]) + bs[2 * ib + 1])));
-            const __m256 dw = load_8_f16(pair + 256 + (ib % 2) * 16);
+            const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
             acc[ib % 2] =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[ib])), acc[ib % 2]);
         }
