@@ -17,4 +17,4 @@ files=()
 for arch in tinyllama-1.1b llama3.2-1b; do
   for type in q8_0 f16 q4_k_m q6_k q5_k_s; do files+=("$models/$arch-$type.gguf"); done
 done
-"$build/bench/bench-decode-roofline" --threads 1,2 --tg 32 --reps 2 "$@" "${files[@]}"
+"$build/bench/bench-decode-roofline" --threads 1,2 --tg 32 --reps 2 --repack off,on "$@" "${files[@]}"

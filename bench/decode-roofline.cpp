@@ -1,14 +1,20 @@
 // Decode and prefill speed of real model files against the memory-bandwidth limit, measured side by side:
-//   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--repack] MODEL.gguf...
-// For each model and thread count: pp64 and pp512 (prefill tok/s, best of reps after one untimed pass), a
-// STREAM-style read over 1 GiB with the same threads (median of three best-of-3), then tg (decode tok/s, best
-// of reps). Roofline ratio = streamed bytes per token (memory model) × decode tok/s ÷ read bandwidth. The last
-// column is the process's resident memory over the file size plus a 1024-position f16 KV cache (the issue's
-// limit is 1.05). Prints a Markdown table.
+//   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--no-pp] [--repack off|on|off,on]
+//                         [--hugepages] MODEL.gguf...
+// For each model and thread count: a STREAM-style read over 1 GiB with the same threads (median of three
+// best-of-3), then tg (decode tok/s, best of reps), then pp64 and pp512 (prefill tok/s, best of reps after
+// one untimed pass that faults the weights in). Roofline ratio = streamed bytes per token (memory model) ×
+// decode tok/s ÷ read bandwidth. Prints a Markdown table. With --repack off,on both layouts are loaded and
+// their decode runs alternate; RSS is each model's resident growth after loading it and decoding 2 tokens
+// (with repack on, the released file pages are not counted, the packed copy is), also shown over the issue's
+// budget: file size + a 1024-position f16 KV cache (limit 1.05).
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,7 +23,6 @@
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
 #include "observe/memory-model.h"
-#include "observe/system-info.h"
 #include "quant/file-type.h"
 
 using namespace memtile;
@@ -46,6 +51,31 @@ std::vector<int32_t> tokens(int n, uint32_t vocab) {
     return t;
 }
 
+// Resident set of this process (VmRSS of /proc/self/status), MB; 0 when unreadable.
+double rss_mb() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atof(line + 6);
+    std::fclose(f);
+    return kb / 1024;
+}
+
+// Decode tok/s of tg tokens after an 8-token prompt.
+double decode_tps(const transformer& m, thread_pool& pool, int tg) {
+    forward_context ctx(m, 1024, dtype::f16, pool);
+    ctx.forward(tokens(8, m.config().n_vocab));
+    int32_t t = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < tg; i++) {
+        auto l = ctx.forward(std::span<const int32_t>(&t, 1));
+        t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    }
+    return tg / seconds_since(t0);
+}
+
 // Median of three best-of-3 reads: one pass that a neighbour's idle moment speeds up does not set the limit.
 double read_gbps(int threads) {
     double r[3];
@@ -59,7 +89,8 @@ double read_gbps(int threads) {
 int main(int argc, char** argv) {
     std::vector<int> threads = {1, 2};
     int tg = 32, reps = 3;
-    bool repack = false;
+    bool pp = true, hugepages = false;
+    std::vector<bool> repack_modes = {false};
     std::vector<std::string> models;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -69,56 +100,66 @@ int main(int argc, char** argv) {
             tg = std::stoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc)
             reps = std::stoi(argv[++i]);
-        else if (a == "--repack")
-            repack = true;
-        else
+        else if (a == "--hugepages")
+            hugepages = true;
+        else if (a == "--no-pp")
+            pp = false;
+        else if (a == "--repack" && i + 1 < argc) {
+            const std::string v = argv[++i];
+            repack_modes = v == "on"       ? std::vector<bool>{true}
+                           : v == "off,on" ? std::vector<bool>{false, true}
+                                           : std::vector<bool>{false};
+        } else
             models.push_back(a);
     }
     fmt::print(
-        "| model | type | repack | streamed MB/token | threads | read GB/s | pp64 tok/s | pp512 tok/s | tg tok/s | "
-        "tg GB/s | tg ÷ read | RSS ÷ (file + KV) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        "| model | type | repack | streamed MB/token | RSS MB | RSS ÷ (file + KV) | threads | read GB/s | pp64 tok/s | "
+        "pp512 tok/s | tg tok/s | tg GB/s | tg ÷ read |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& path : models) {
-        model_options mo;
-        mo.repack = repack;
-        auto m = transformer::load(path, mo);
-        const memory_model mm = compute_memory_model(m->file());
-        const std::string type(file_type_name(uint32_t(m->file().get_u64("general.file_type", 0))));
-        const uint32_t V = m->config().n_vocab;
-        const uint32_t n_ctx = 1024;
+        // All repack modes loaded side by side; the RSS column is measured with that model alone, after a decode.
+        std::vector<std::unique_ptr<transformer>> ms;
+        std::vector<double> rss;
+        for (bool r : repack_modes) {
+            const double before = rss_mb();
+            {
+                thread_pool pool(1);
+                ms.push_back(transformer::load(path, {.load = {.hugepages = hugepages}, .repack = r}));
+                decode_tps(*ms.back(), pool, 2);
+            }
+            rss.push_back(rss_mb() - before);
+        }
+        const transformer& m0 = *ms[0];
+        const memory_model mm = compute_memory_model(m0.file());
+        const std::string type(file_type_name(uint32_t(m0.file().get_u64("general.file_type", 0))));
+        const uint32_t V = m0.config().n_vocab;
         for (int th : threads) {
             thread_pool pool(th);
-            double pp[2] = {0, 0};
-            for (int k = 0; k < 2; k++) {
-                const int n = k == 0 ? 64 : 512;
-                forward_context ctx(*m, n_ctx, dtype::f16, pool);
-                for (int r = 0; r < 1 + reps; r++) {  // the first pass faults the weights in: not counted
-                    ctx.truncate(0);
-                    const auto t0 = std::chrono::steady_clock::now();
-                    ctx.forward(tokens(n, V));
-                    if (r > 0) pp[k] = std::max(pp[k], n / seconds_since(t0));
-                }
-            }
             const double read = read_gbps(th);
-            double best_tg = 0;
-            uint64_t rss = 0;
-            for (int r = 0; r < reps; r++) {
-                forward_context ctx(*m, n_ctx, dtype::f16, pool);
-                ctx.forward(tokens(8, V));
-                int32_t t = 1;
-                const auto t0 = std::chrono::steady_clock::now();
-                for (int i = 0; i < tg; i++) {
-                    auto l = ctx.forward(std::span<const int32_t>(&t, 1));
-                    t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+            std::vector<double> best(ms.size(), 0.0);
+            // Repack modes alternate within each repetition so that a change in the machine's load hits both.
+            for (int r = 0; r < reps; r++)
+                for (size_t k = 0; k < ms.size(); k++) best[k] = std::max(best[k], decode_tps(*ms[k], pool, tg));
+            for (size_t k = 0; k < ms.size(); k++) {
+                double pps[2] = {0, 0};
+                // pp512 of repacked weights is skipped: they take the per-token path (minutes per model here).
+                for (int j = 0; pp && j < (repack_modes[k] ? 1 : 2); j++) {
+                    const int n = j == 0 ? 64 : 512;
+                    forward_context ctx(*ms[k], 1024, dtype::f16, pool);
+                    for (int r = 0; r < 1 + reps; r++) {
+                        ctx.truncate(0);
+                        const auto t0 = std::chrono::steady_clock::now();
+                        ctx.forward(tokens(n, V));
+                        if (r > 0) pps[j] = std::max(pps[j], n / seconds_since(t0));
+                    }
                 }
-                best_tg = std::max(best_tg, tg / seconds_since(t0));
-                rss = std::max(rss, read_process_counters().rss_bytes.value_or(0));
+                const double gbps = best[k] * double(mm.streamed_bytes_per_token) / 1e9;
+                const double budget_mb = (double(m0.file().file().size()) + double(mm.kv_bytes(1024))) / 1e6;
+                fmt::print(
+                    "| {} | {} | {} | {:.0f} | {:.0f} | {:.3f} | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | "
+                    "{:.2f} |\n",
+                    m0.config().name, type, repack_modes[k] ? "on" : "off", double(mm.streamed_bytes_per_token) / 1e6,
+                    rss[k], rss[k] * 1.048576 / budget_mb, th, read, pps[0], pps[1], best[k], gbps, gbps / read);
             }
-            const double gbps = best_tg * double(mm.streamed_bytes_per_token) / 1e9;
-            const double budget = double(m->file().file().size()) + double(mm.kv_bytes(n_ctx));
-            fmt::print(
-                "| {} | {} | {} | {:.0f} | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {:.3f} |\n",
-                m->config().name, type, repack ? "on" : "off", double(mm.streamed_bytes_per_token) / 1e6, th, read,
-                pp[0], pp[1], best_tg, gbps, gbps / read, double(rss) / budget);
             std::fflush(stdout);
         }
     }

@@ -65,7 +65,8 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         fail("model", "{}: unknown architecture '{}' (supported: {})", g->path(), m->cfg_.arch, supported_archs());
     if (m->cfg_.expert_count > 0) fail("model", "{}: mixture-of-experts models are not supported yet", g->path());
     check_tensors(*g, m->cfg_);
-    const cpu::prepare_options po{o.repack};
+    // A repacked tensor's file pages are dropped only when they are a mapping of the file (see prepare_options).
+    const cpu::prepare_options po{o.repack, o.repack && g->file().is_mmapped()};
     auto weight = [&](const std::string& name) {
         const auto* t = g->find_tensor(name);
         if (!can_dequantize(t->type))
@@ -152,6 +153,17 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
         op({op_class::matmul, il, v.type, uint64_t(v.n_out) * v.row_bytes, 0, 0, uint64_t(n * (v.n_in + v.n_out) * 4)},
            [&] { cpu::matmul(w, in, n, out, pool_); });
     };
+    // Products of one input in one call (one activation quantization, one hand-over to the pool). With an
+    // observer installed they run one by one, so each is timed and attributed to its own weight type.
+    const auto mm_multi = [&](std::initializer_list<const cpu::prepared_weight*> ws, int il, const float* in,
+                              std::initializer_list<float*> outs) {
+        if (obs_) {
+            auto o = outs.begin();
+            for (const auto* w : ws) mm(*w, il, in, *o++);
+            return;
+        }
+        cpu::matmul_multi(std::span(ws.begin(), ws.size()), in, n, std::span(outs.begin(), outs.size()), pool_);
+    };
     const uint64_t kv_row = uint64_t(KV) * kv_->elem_bytes();
 
     // Embedding: gather and dequantize one row per token.
@@ -163,6 +175,10 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
        });
 
     const float* factors = m_.rope_factors_.empty() ? nullptr : m_.rope_factors_.data();
+    // Rotation angles of each token's position, shared by q and k of every layer: [n, n_rot]
+    std::vector<float> angles(size_t(n * c.n_rot));
+    for (int64_t t = 0; t < n; t++)
+        cpu::rope_angles(int(c.n_rot), int(pos0 + t), c.rope_freq_base, factors, &angles[size_t(t * c.n_rot)]);
     const op_event norm_ev{op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n * E * 4 * 2)};
     const op_event add_ev{op_class::elementwise, -1, dtype::f32, 0, 0, 0, uint64_t(n * E * 4 * 3)};
     for (uint32_t il = 0; il < n_layers; il++) {
@@ -186,9 +202,7 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
                 std::copy(r + Q + KV, r + Q + 2 * KV, &v_[t * KV]);
             }
         } else {
-            mm(*L.wq, li, xn_.data(), q_.data());
-            mm(*L.wk, li, xn_.data(), k_.data());
-            mm(*L.wv, li, xn_.data(), v_.data());
+            mm_multi({L.wq.get(), L.wk.get(), L.wv.get()}, li, xn_.data(), {q_.data(), k_.data(), v_.data()});
         }
         if (!L.bq.empty())
             for (int64_t t = 0; t < n; t++) {
@@ -198,11 +212,9 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
             }
         op({op_class::rope, li, dtype::f32, 0, 0, 0, uint64_t(n * (Q + KV) * 4 * 2)}, [&] {
             for (int64_t t = 0; t < n; t++) {
-                const int pos = int(pos0 + t);
-                cpu::rope(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
-                          factors);
-                cpu::rope(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), pos, c.rope_freq_base, c.rope,
-                          factors);
+                const float* cs = &angles[size_t(t * c.n_rot)];
+                cpu::rope_apply(&q_[t * Q], int(c.n_head), int(c.head_dim), int(c.n_rot), cs, c.rope);
+                cpu::rope_apply(&k_[t * KV], int(c.n_head_kv), int(c.head_dim), int(c.n_rot), cs, c.rope);
             }
         });
         op({op_class::kv_store, li, dtype::f32, 0, 0, uint64_t(n) * kv_row * 2, uint64_t(n * KV * 4 * 2)}, [&] {
@@ -223,8 +235,7 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
             for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x_[t * E], L.ffn_norm.data(), &xn_[t * E], E, c.norm_eps);
         });
         if (L.w_gate) {
-            mm(*L.w_gate, li, xn_.data(), gate_.data());
-            mm(*L.w_up, li, xn_.data(), up_.data());
+            mm_multi({L.w_gate.get(), L.w_up.get()}, li, xn_.data(), {gate_.data(), up_.data()});
         } else {
             // phi3: fused [n_tok, 2F], gate first then up.
             qkv_.resize(size_t(n * 2 * F));
@@ -312,9 +323,9 @@ void forward_context::forward_batch(std::span<forward_context* const> ctxs, std:
                 std::copy(r + Q + KV, r + Q + 2 * KV, &v[t * KV]);
             }
         } else {
-            cpu::matmul(*L.wq, xn.data(), n, q.data(), pool);
-            cpu::matmul(*L.wk, xn.data(), n, k.data(), pool);
-            cpu::matmul(*L.wv, xn.data(), n, v.data(), pool);
+            const cpu::prepared_weight* ws[] = {L.wq.get(), L.wk.get(), L.wv.get()};
+            float* outs[] = {q.data(), k.data(), v.data()};
+            cpu::matmul_multi(ws, xn.data(), n, outs, pool);
         }
         if (!L.bq.empty())
             for (int64_t t = 0; t < n; t++) {
@@ -337,8 +348,9 @@ void forward_context::forward_batch(std::span<forward_context* const> ctxs, std:
 
         for (int64_t t = 0; t < n; t++) cpu::rms_norm(&x[t * E], L.ffn_norm.data(), &xn[t * E], E, c.norm_eps);
         if (L.w_gate) {
-            cpu::matmul(*L.w_gate, xn.data(), n, gate.data(), pool);
-            cpu::matmul(*L.w_up, xn.data(), n, up.data(), pool);
+            const cpu::prepared_weight* ws[] = {L.w_gate.get(), L.w_up.get()};
+            float* outs[] = {gate.data(), up.data()};
+            cpu::matmul_multi(ws, xn.data(), n, outs, pool);
         } else {
             tmp.resize(size_t(n * 2 * F));
             cpu::matmul(*L.w_up, xn.data(), n, tmp.data(), pool);

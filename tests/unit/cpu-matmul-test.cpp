@@ -4,6 +4,7 @@
 // the f32-activation reference, so the tolerance covers the on-the-fly activation quantization (Q8_0/Q8_K).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -12,6 +13,8 @@
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/ops.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 #include "quant/quant.h"
@@ -97,6 +100,10 @@ TEST_P(cpu_matmul, matches_reference) {
                 matmul_ref(view, x.data(), n_tok, want.data(), 0, n_out);
                 for (bool repack : {false, true}) {
                     const auto pw = prepare_weight(view, {.repack = repack});
+                    // The interleaved layout must really be the one under test where it exists.
+                    if (repack && path != isa::scalar && repack::supported(fc.type)) {
+                        EXPECT_GT(pw->resident_bytes(), 0u) << dtype_name(fc.type) << " was not repacked";
+                    }
                     for (thread_pool* pool : {&pool1, &pool2}) {
                         std::vector<float> got(want.size(), NAN);
                         matmul(*pw, x.data(), n_tok, got.data(), *pool);
@@ -123,16 +130,19 @@ TEST_P(cpu_matmul, tokens_are_independent_of_the_batch) {
     const std::vector<float> wf = uniform(size_t(n_in * n_out), 5);
     const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
     const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
-    const auto pw = prepare_weight(view);
-    for (int64_t n_tok : {2, 3, 4, 5, 8, 9}) {
-        const std::vector<float> x = uniform(size_t(n_in * n_tok), uint32_t(n_tok));
-        std::vector<float> all(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
-        matmul(*pw, x.data(), n_tok, all.data(), pool);
-        for (int64_t t = 0; t < n_tok; t++) {
-            matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
-            for (int64_t o = 0; o < n_out; o++)
-                ASSERT_EQ(one[size_t(o)], all[size_t(t * n_out + o)])
-                    << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " of " << n_tok;
+    for (bool repack : {false, true}) {
+        const auto pw = prepare_weight(view, {.repack = repack});
+        for (int64_t n_tok : {2, 3, 4, 5, 8, 9}) {
+            const std::vector<float> x = uniform(size_t(n_in * n_tok), uint32_t(n_tok));
+            std::vector<float> all(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
+            matmul(*pw, x.data(), n_tok, all.data(), pool);
+            for (int64_t t = 0; t < n_tok; t++) {
+                matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
+                for (int64_t o = 0; o < n_out; o++)
+                    ASSERT_EQ(one[size_t(o)], all[size_t(t * n_out + o)])
+                        << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " of " << n_tok
+                        << " repack " << repack;
+            }
         }
     }
 }
@@ -169,4 +179,60 @@ TEST(cpu_isa, unsupported_path_cannot_be_forced) {
 TEST(cpu_matmul_weight, rejects_row_length_not_a_block_multiple) {
     std::vector<uint8_t> data(1024);
     EXPECT_THROW(prepare_weight({dtype::q4_k, data.data(), 128, 2, 72}), memtile::error);
+}
+
+// The vectorized feed-forward activation (AVX2 exp) against the scalar loop, over both signs, large
+// magnitudes (the exp underflow side) and a ragged tail.
+TEST(cpu_ops, swiglu_matches_scalar) {
+    std::vector<float> gate = uniform(1003, 11), up = uniform(1003, 12);
+    for (size_t i = 0; i < gate.size(); i++) gate[i] *= i % 7 == 0 ? 120.0f : 8.0f;
+    std::vector<float> want = gate, got = gate;
+    {
+        isa_guard guard(isa::scalar);
+        swiglu(want.data(), up.data(), int64_t(want.size()));
+    }
+    swiglu(got.data(), up.data(), int64_t(got.size()));
+    for (size_t i = 0; i < got.size(); i++)
+        EXPECT_NEAR(got[i], want[i], 1e-6f * std::max(1.0f, std::fabs(want[i])))
+            << "element " << i << " gate " << gate[i];
+}
+
+// matmul_multi gives each product exactly what matmul gives it alone: shared activations (Q4_K with Q6_K),
+// different activation formats (with Q8_0 and F16), repacked and original layouts mixed, ragged row counts.
+TEST(cpu_matmul_multi, equals_separate_calls) {
+    thread_pool pool(2);
+    const int64_t n_in = 512;
+    const dtype types[] = {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::f16};
+    const int64_t n_outs[] = {37, 7, 20, 9};
+    for (const std::vector<int>& pick : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2}, std::vector<int>{3, 0}}) {
+        for (bool repack : {false, true}) {
+            std::vector<std::vector<uint8_t>> data;
+            std::vector<std::unique_ptr<prepared_weight>> pws;
+            for (size_t i = 0; i < pick.size(); i++) {
+                const dtype t = types[pick[i]];
+                const int64_t n_out = n_outs[pick[i]];
+                data.push_back(encode(t, uniform(size_t(n_in * n_out), uint32_t(40 + i)), n_out, n_in));
+                pws.push_back(prepare_weight({t, data.back().data(), n_in, n_out, size_t(row_bytes(t, uint64_t(n_in)))},
+                                             {.repack = repack && i % 2 == 0}));
+            }
+            for (int64_t n_tok : {1, 5}) {
+                const std::vector<float> x = uniform(size_t(n_in * n_tok), 99);
+                std::vector<std::vector<float>> multi(pick.size()), single(pick.size());
+                std::vector<const prepared_weight*> ws;
+                std::vector<float*> ys;
+                for (size_t i = 0; i < pick.size(); i++) {
+                    multi[i].assign(size_t(n_outs[pick[i]] * n_tok), NAN);
+                    single[i].assign(multi[i].size(), NAN);
+                    ws.push_back(pws[i].get());
+                    ys.push_back(multi[i].data());
+                    matmul(*pws[i], x.data(), n_tok, single[i].data(), pool);
+                }
+                matmul_multi(ws, x.data(), n_tok, ys, pool);
+                for (size_t i = 0; i < pick.size(); i++)
+                    for (size_t k = 0; k < multi[i].size(); k++)
+                        ASSERT_EQ(multi[i][k], single[i][k]) << dtype_name(types[pick[i]]) << " n_tok " << n_tok
+                                                             << " repack " << repack << " element " << k;
+            }
+        }
+    }
 }

@@ -43,12 +43,15 @@ class engine_vs_reference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(engine_vs_reference, logits_match_for_prompt_and_decode) {
     const std::string type = GetParam();
-    for (const char* path : {"scalar", "auto"}) {
-        isa_guard guard(path);
-        const bool scalar = std::string(path) == "scalar";
-        SCOPED_TRACE(std::string("cpu path ") + path);
+    // "auto+repack": the interleaved layouts (--repack on); their file pages are released at load, so the
+    // reference below also reads weights faulted back in from the page cache.
+    for (const std::string path : {"scalar", "auto", "auto+repack"}) {
+        const bool repack = path == "auto+repack";
+        isa_guard guard(repack ? "auto" : path.c_str());
+        const bool scalar = path == "scalar";
+        SCOPED_TRACE("cpu path " + path);
         auto g = gguf_file::open(test::shared_path("quant/tiny-llama-" + type + ".gguf"));
-        auto model = transformer::from_gguf(g);
+        auto model = transformer::from_gguf(g, {.load = {}, .repack = repack});
         test::reference_model ref(*g);
         thread_pool pool(2);
         forward_context ctx(*model, 64, dtype::f32, pool);

@@ -4,6 +4,7 @@
 //   score:      sc[j] = sum_d q[d] * kt[d][j] for j < round_up(n, 8)  (q already scaled)
 //   accumulate: acc[d] += sum_j p[j] * v[j][d] for j < n
 //   exp_sum:    sc[j] = exp(sc[j] - mx) for j < n (mx >= every sc[j]); returns the sum of the new values
+//   swiglu:     gate[i] = silu(gate[i]) * up[i] for i < n (the feed-forward activation, which shares the exp)
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,7 @@ struct attention_kernels {
     void (*score)(const float* q, const float* kt, int head_dim, int n, float* sc);
     void (*accumulate)(const float* p, const float* v, int n, int head_dim, float* acc);
     float (*exp_sum)(float* sc, int n, float mx);
+    void (*swiglu)(float* gate, const float* up, int64_t n);
 };
 
 // nullptr when not compiled in; requires head_dim % 8 == 0.

@@ -116,6 +116,9 @@ const kernel_set* avx512_kernels() {
 const attention_kernels* avx2_attention_kernels() {
     return nullptr;
 }
+const repack_kernel_set* avx2_repack_kernels() {
+    return nullptr;
+}
 #endif
 
 const kernel_set* active_kernels() {

@@ -17,7 +17,7 @@ namespace memtile::cpu::detail {
 // into a structure-of-arrays form of Q8_0 (32-element blocks) or Q8_K (256-element blocks):
 //   qs[t * n_in + i]                      int8 level of element i of token t, |q| <= 127
 //   d[t * (n_in / block) + b]             float scale of block b (x ~= d * q)
-//   bsums[t * (n_in / 16) + g]            sum of the 16 levels of group g (Q8_K only; for min/offset terms)
+//   bsums[t * (n_in / 16) + g]            sum of the 16 levels of group g (for min/offset terms)
 // Float formats read the f32 tokens directly: f32[t * n_in + i].
 enum class act_format { f32, q8_0, q8_k };
 
@@ -41,7 +41,17 @@ struct kernel_set {
     quantize_fn quantize_q8_0, quantize_q8_k;
 };
 
+// Decode kernels of the interleaved layouts of repack.h: for token t and 8-row groups [g0, g1) of `packed`
+// (group g at packed + g * group_bytes), y[t * n_out + o] = dot(row o, token t) for the rows o < n_out.
+using gemv_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y,
+                            int64_t n_out, int64_t g0, int64_t g1);
+
+struct repack_kernel_set {
+    gemv_x8_fn q8_0, q4_0, q4_k, q5_k, q6_k;
+};
+
 // nullptr when the path is not compiled in (non-x86 builds).
+const repack_kernel_set* avx2_repack_kernels();
 const kernel_set* avx2_kernels();
 const kernel_set* avx512_kernels();
 const kernel_set* active_kernels();

@@ -2,10 +2,16 @@
 // scratch, and the split of output rows across the thread pool.
 #include "backends/cpu/matmul.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
 
@@ -22,6 +28,70 @@ private:
     weight_view w_;
 };
 
+struct free_deleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// The interleaved layout of repack.h, 64-byte aligned, built once at load. The original view stays valid
+// (the scalar path and a forced ISA change still read it).
+class repacked_weight : public prepared_weight {
+public:
+    explicit repacked_weight(const weight_view& w)
+        : w_(w), group_bytes_(repack::group_bytes(w.type, w.n_in)), n_groups_((w.n_out + 7) / 8) {
+        const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
+        // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
+        // once per token, and 4 KiB pages would cost a TLB miss every 64 cache lines (as --hugepages for the
+        // file layout). The tail past the last whole 2 MiB page stays on small pages, so nothing is wasted.
+        const size_t huge = size_t(2) << 20;
+        void* p = nullptr;
+        if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0) p = nullptr;
+        buf_.reset(static_cast<uint8_t*>(p));
+        if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
+        if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
+        bytes_ = bytes;
+        const uint8_t* rows[repack::k_rows];
+        for (int64_t g = 0; g < n_groups_; g++) {
+            for (int r = 0; r < repack::k_rows; r++) {
+                const int64_t o = g * repack::k_rows + r;
+                rows[r] = o < w.n_out ? w.data + size_t(o) * w.row_bytes : nullptr;
+            }
+            repack::pack_group(w.type, rows, w.n_in, buf_.get() + size_t(g) * group_bytes_);
+        }
+    }
+    const weight_view& view() const override { return w_; }
+    uint64_t resident_bytes() const override { return bytes_; }
+    const uint8_t* packed() const { return buf_.get(); }
+    size_t group_bytes() const { return group_bytes_; }
+    int64_t n_groups() const { return n_groups_; }
+
+private:
+    weight_view w_;
+    size_t group_bytes_;
+    int64_t n_groups_;
+    std::unique_ptr<uint8_t, free_deleter> buf_;
+    uint64_t bytes_ = 0;
+};
+
+// Returns the whole pages inside [p, p + n) of a file mapping to the OS.
+void release_pages(const uint8_t* p, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t a = (uintptr_t(p) + page - 1) / page * page, b = (uintptr_t(p) + n) / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+detail::gemv_x8_fn x8_kernel(dtype t) {
+    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
+    if (!rk || !detail::active_kernels()) return nullptr;
+    switch (t) {
+        case dtype::q8_0: return rk->q8_0;
+        case dtype::q4_0: return rk->q4_0;
+        case dtype::q4_k: return rk->q4_k;
+        case dtype::q5_k: return rk->q5_k;
+        case dtype::q6_k: return rk->q6_k;
+        default: return nullptr;
+    }
+}
+
 // Quantized activations of the current call. Owned by the calling thread and only grown, so decode steps
 // after the first allocate nothing; workers read it while the caller waits in parallel_for.
 struct act_scratch {
@@ -35,14 +105,6 @@ thread_local act_scratch t_scratch;
 // threads never write the same cache line of y.
 constexpr int64_t k_row_group = 16;
 
-struct gemm_job {
-    detail::gemm_fn fn;
-    const weight_view* w;
-    detail::act_view a;
-    int64_t n_tok;
-    float* y;
-};
-
 struct quantize_job {
     detail::quantize_fn fn;
     const float* x;
@@ -52,57 +114,144 @@ struct quantize_job {
 
 }  // namespace
 
-std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options&) {
+std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o) {
     const auto& tr = traits(w.type);
     if (w.n_in <= 0 || w.n_in % tr.block_elems != 0)
         fail("cpu", "matmul weight: row length {} is not a multiple of the {} block ({})", w.n_in, tr.name,
              tr.block_elems);
     if (w.row_bytes != row_bytes(w.type, uint64_t(w.n_in)))
         fail("cpu", "matmul weight: row_bytes {} does not match {} x {}", w.row_bytes, w.n_in, tr.name);
+    if (o.repack && repack::supported(w.type) && x8_kernel(w.type)) {
+        auto r = std::make_unique<repacked_weight>(w);
+        if (o.release_source) release_pages(w.data, size_t(w.n_out) * w.row_bytes);
+        return r;
+    }
     return std::make_unique<plain_weight>(w);
 }
 
-void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, thread_pool& pool) {
-    const weight_view& w = pw.view();
-    const detail::kernel_set* ks = detail::active_kernels();
-    const detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
-    if (fn == nullptr) {
-        pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
-        return;
-    }
+namespace {
 
-    gemm_job job{fn, &w, {}, n_tok, y};
-    job.a.n_in = w.n_in;
+// Quantizes the n_tok tokens of x into the calling thread's scratch in the format the kernels of w read.
+detail::act_view quantize_activations(const detail::kernel_set& ks, const weight_view& w, const float* x, int64_t n_tok,
+                                      thread_pool& pool) {
+    detail::act_view a;
+    a.n_in = w.n_in;
     const detail::act_format af = detail::act_format_for(w.type);
     if (af == detail::act_format::f32) {
-        job.a.f32 = x;
-    } else {
-        const int64_t block = af == detail::act_format::q8_0 ? 32 : 256;
-        if (w.n_in % block != 0) fail("cpu", "matmul: row length {} is not a multiple of {}", w.n_in, block);
-        act_scratch& s = t_scratch;
-        const size_t n = size_t(n_tok * w.n_in);
-        if (s.qs.size() < n) s.qs.resize(n);
-        if (s.d.size() < n / 32) s.d.resize(n / 32);
-        if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
-        quantize_job q{af == detail::act_format::q8_0 ? ks->quantize_q8_0 : ks->quantize_q8_k, x, w.n_in, block, &s};
-        const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
-            for (int64_t t = t0; t < t1; t++)
-                q.fn(q.x + t * q.n_in, q.n_in, q.s->qs.data() + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
-                     q.s->bsums.data() + t * (q.n_in / 16));
-        };
-        if (n_tok == 1)
-            quantize_tokens(0, 0, 1);
-        else
-            pool.parallel_for(n_tok, quantize_tokens);
-        job.a.qs = s.qs.data();
-        job.a.d = s.d.data();
-        job.a.bsums = s.bsums.data();
+        a.f32 = x;
+        return a;
     }
+    const int64_t block = af == detail::act_format::q8_0 ? 32 : 256;
+    if (w.n_in % block != 0) fail("cpu", "matmul: row length {} is not a multiple of {}", w.n_in, block);
+    act_scratch& s = t_scratch;
+    const size_t n = size_t(n_tok * w.n_in);
+    if (s.qs.size() < n) s.qs.resize(n);
+    if (s.d.size() < n / 32) s.d.resize(n / 32);
+    if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
+    quantize_job q{af == detail::act_format::q8_0 ? ks.quantize_q8_0 : ks.quantize_q8_k, x, w.n_in, block, &s};
+    const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; t++)
+            q.fn(q.x + t * q.n_in, q.n_in, q.s->qs.data() + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
+                 q.s->bsums.data() + t * (q.n_in / 16));
+    };
+    if (n_tok == 1)
+        quantize_tokens(0, 0, 1);
+    else
+        pool.parallel_for(n_tok, quantize_tokens);
+    a.qs = s.qs.data();
+    a.d = s.d.data();
+    a.bsums = s.bsums.data();
+    return a;
+}
 
-    const int64_t n_groups = (w.n_out + k_row_group - 1) / k_row_group;
-    pool.parallel_for(n_groups, [&job](int, int64_t g0, int64_t g1) {
-        const int64_t r1 = g1 * k_row_group < job.w->n_out ? g1 * k_row_group : job.w->n_out;
-        job.fn(*job.w, job.a, job.n_tok, job.y, job.w->n_out, g0 * k_row_group, r1);
+// One matrix of a matmul_multi call: its rows in units of k_row_group (16 rows, two 8-row groups of the x8
+// layout), numbered from `first` in the call's common unit space.
+struct part {
+    const weight_view* w = nullptr;
+    const repacked_weight* rw = nullptr;
+    detail::gemv_x8_fn x8 = nullptr;  // set: the interleaved layout, else fn on the original rows
+    detail::gemm_fn fn = nullptr;
+    float* y = nullptr;
+    int64_t first = 0, n_units = 0;
+};
+
+// Units [u0, u1) of one matrix. The x8 path with several tokens runs groups of about k_row_block_bytes for
+// every token before the next, so they are read from L2.
+void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t u0, int64_t u1) {
+    const int64_t n_out = p.w->n_out;
+    if (!p.x8) {
+        p.fn(*p.w, a, n_tok, p.y, n_out, u0 * k_row_group, std::min(n_out, u1 * k_row_group));
+        return;
+    }
+    const repacked_weight& rw = *p.rw;
+    const int64_t g0 = 2 * u0, g1 = std::min(rw.n_groups(), 2 * u1);
+    if (n_tok == 1) {
+        p.x8(rw.packed(), rw.group_bytes(), a, 0, p.y, n_out, g0, g1);
+        return;
+    }
+    const int64_t block = std::max<int64_t>(1, int64_t(detail::k_row_block_bytes / rw.group_bytes()));
+    for (int64_t gb = g0; gb < g1; gb += block)
+        for (int64_t t = 0; t < n_tok; t++)
+            p.x8(rw.packed(), rw.group_bytes(), a, t, p.y, n_out, gb, std::min(g1, gb + block));
+}
+
+}  // namespace
+
+void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, thread_pool& pool) {
+    const prepared_weight* w[1] = {&pw};
+    float* out[1] = {y};
+    matmul_multi(w, x, n_tok, out, pool);
+}
+
+void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, int64_t n_tok, std::span<float* const> ys,
+                  thread_pool& pool) {
+    constexpr size_t k_max_parts = 4;
+    if (ws.size() != ys.size() || ws.empty() || ws.size() > k_max_parts)
+        fail("cpu", "matmul_multi: {} weights and {} outputs (1 to {} expected)", ws.size(), ys.size(), k_max_parts);
+    const detail::kernel_set* ks = detail::active_kernels();
+    const weight_view& w0 = ws[0]->view();
+    bool shared = ks != nullptr;
+    for (const prepared_weight* pw : ws) {
+        const weight_view& w = pw->view();
+        if (w.n_in != w0.n_in) fail("cpu", "matmul_multi: row lengths {} and {} differ", w0.n_in, w.n_in);
+        shared = shared && detail::kernel_for(*ks, w.type) &&
+                 detail::act_format_for(w.type) == detail::act_format_for(w0.type);
+    }
+    if (!shared) {
+        // Formats without a kernel, or with activations in different formats: one call each.
+        for (size_t i = 0; i < ws.size(); i++) {
+            const weight_view& w = ws[i]->view();
+            const detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
+            if (fn == nullptr) {
+                float* y = ys[i];
+                pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
+            } else {
+                matmul_multi(ws.subspan(i, 1), x, n_tok, ys.subspan(i, 1), pool);
+            }
+        }
+        return;
+    }
+    const detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
+    part parts[k_max_parts];
+    int64_t total = 0;
+    for (size_t i = 0; i < ws.size(); i++) {
+        part& p = parts[i];
+        p.w = &ws[i]->view();
+        p.fn = detail::kernel_for(*ks, p.w->type);
+        p.rw = dynamic_cast<const repacked_weight*>(ws[i]);
+        p.x8 = p.rw ? x8_kernel(p.w->type) : nullptr;
+        p.y = ys[i];
+        p.first = total;
+        p.n_units = (p.w->n_out + k_row_group - 1) / k_row_group;
+        total += p.n_units;
+    }
+    const size_t n_parts = ws.size();
+    pool.parallel_for(total, [&](int, int64_t u0, int64_t u1) {
+        for (size_t i = 0; i < n_parts; i++) {
+            const part& p = parts[i];
+            const int64_t b = std::max(u0, p.first), e = std::min(u1, p.first + p.n_units);
+            if (b < e) run_units(p, a, n_tok, b - p.first, e - p.first);
+        }
     });
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/dtype.h"
@@ -28,6 +29,10 @@ struct weight_view {
 
 struct prepare_options {
     bool repack = false;  // allow an interleaved, cache-line-aligned layout built at load (may own memory)
+    // The weight bytes are a read-only file mapping: once repacked, their pages are returned to the OS
+    // (madvise DONTNEED; they fault back in from the page cache if the original layout is read again), so
+    // resident memory holds one copy. Never set for anonymous or owned memory, which DONTNEED would zero.
+    bool release_source = false;
 };
 
 // A weight ready for matmul: the original view, plus any layout the kernels built at load.
@@ -41,6 +46,13 @@ public:
 std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o = {});
 
 void matmul(const prepared_weight& w, const float* x, int64_t n_tok, float* y, thread_pool& pool);
+
+// Several products of the same input x (q, k and v of a layer; gate and up): the activations are quantized
+// once and the rows of all the matrices are split over the pool in one parallel_for, so a decode step has
+// fewer hand-overs and the small matrices do not each pay one. ws[i] and ys[i] as matmul's w and y; every
+// weight has the same n_in; 1 to 4 weights. Each result is bit-identical to matmul's.
+void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, int64_t n_tok, std::span<float* const> ys,
+                  thread_pool& pool);
 
 // Scalar reference: dequantize each row to f32 and take dot products in double-free f32 order. The test
 // oracle of every optimized path and the fallback for formats without one.

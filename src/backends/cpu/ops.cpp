@@ -19,13 +19,19 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) 
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_base, rope_style style,
-          const float* freq_factors) {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
+void rope_angles(int n_rot, int pos, float freq_base, const float* freq_factors, float* cs) {
+    for (int i = 0; i < n_rot / 2; i++) {
         float theta = float(pos) * std::pow(freq_base, -2.0f * float(i) / float(n_rot));
         if (freq_factors) theta /= freq_factors[i];
-        const float c = std::cos(theta), s = std::sin(theta);
+        cs[2 * i] = std::cos(theta);
+        cs[2 * i + 1] = std::sin(theta);
+    }
+}
+
+void rope_apply(float* x, int n_head, int head_dim, int n_rot, const float* cs, rope_style style) {
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
         for (int h = 0; h < n_head; h++) {
             float* v = x + h * head_dim;
             const int a = style == rope_style::normal ? 2 * i : i;
@@ -37,11 +43,28 @@ void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_bas
     }
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
+void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_base, rope_style style,
+          const float* freq_factors) {
+    std::vector<float> cs(static_cast<size_t>(n_rot));
+    rope_angles(n_rot, pos, freq_base, freq_factors, cs.data());
+    rope_apply(x, n_head, head_dim, n_rot, cs.data(), style);
+}
+
+namespace {
+
+void swiglu_portable(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i];
         gate[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
+}
+
+}  // namespace
+
+void swiglu(float* gate, const float* up, int64_t n) {
+    // The AVX2 loop (vectorized exp) when the matmul path is AVX2 or better, as for attention.
+    const auto* k = active_isa() != isa::scalar ? detail::avx2_attention_kernels() : nullptr;
+    (k ? k->swiglu : swiglu_portable)(gate, up, n);
 }
 
 namespace {
@@ -98,7 +121,8 @@ float exp_sum_portable(float* sc, int n, float mx) {
     return sum;
 }
 
-const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable, exp_sum_portable};
+const detail::attention_kernels k_portable{load_tile_portable, score_portable, accumulate_portable, exp_sum_portable,
+                                           swiglu_portable};
 
 // The AVX2 loops when the matmul path is AVX2 or better (so force_isa("scalar") covers attention too).
 const detail::attention_kernels& pick_kernels(int head_dim) {

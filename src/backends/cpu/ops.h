@@ -20,6 +20,12 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_base, rope_style style,
           const float* freq_factors);
 
+// rope() in two steps, so that a forward pass computes the angles of a position once for q and k of every
+// layer: rope_angles writes cs[2i] = cos, cs[2i + 1] = sin of angle i < n_rot / 2 ([n_rot] floats);
+// rope_apply rotates with them. rope_apply(rope_angles(...)) is bit-identical to rope().
+void rope_angles(int n_rot, int pos, float freq_base, const float* freq_factors, float* cs);
+void rope_apply(float* x, int n_head, int head_dim, int n_rot, const float* cs, rope_style style);
+
 // gate[i] = silu(gate[i]) * up[i], [n]
 void swiglu(float* gate, const float* up, int64_t n);
 

@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C inner loops of CPU attention (see attention-kernels.h). Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "backends/cpu/attention-kernels.h"
@@ -105,7 +106,30 @@ float exp_sum_avx2(float* sc, int n, float mx) {
     return total;
 }
 
-const attention_kernels k_avx2{load_tile_avx2, score_avx2, accumulate_avx2, exp_sum_avx2};
+// silu(g) = g * sigmoid(g) with t = exp(-|g|) <= 1 (never overflows): sigmoid = 1 / (1 + t) for g >= 0,
+// t / (1 + t) for g < 0.
+void swiglu_avx2(float* gate, const float* up, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i);
+        const __m256 t = exp_nonpositive(_mm256_or_ps(g, sign));  // exp(-|g|)
+        const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+        const __m256 sig = _mm256_div_ps(_mm256_blendv_ps(one, t, neg), _mm256_add_ps(one, t));
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) {
+        alignas(32) float lane[8] = {gate[i]};
+        const __m256 g = _mm256_load_ps(lane);
+        const __m256 t = exp_nonpositive(_mm256_or_ps(g, sign));
+        const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+        const __m256 sig = _mm256_div_ps(_mm256_blendv_ps(one, t, neg), _mm256_add_ps(one, t));
+        _mm256_store_ps(lane, _mm256_mul_ps(g, sig));
+        gate[i] = lane[0] * up[i];
+    }
+}
+
+const attention_kernels k_avx2{load_tile_avx2, score_avx2, accumulate_avx2, exp_sum_avx2, swiglu_avx2};
 
 }  // namespace
 

@@ -50,11 +50,11 @@ void gemm_q4_0(const weight_view& w, const act_view& a, int64_t n_tok, float* y,
     detail::gemm_tiled<simd256::legacy_kernel<simd256::q4_0_weights, int8_ops>>(w, a, n_tok, y, ys, r0, r1);
 }
 
-void quantize_q8_0(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t*) {
+void quantize_q8_0(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
     for (int64_t ib = 0; ib < n_in / k_block; ib++) {
         const float amax = hmax(abs_max32(x + ib * k_block));
         d[ib] = amax / 127.0f;
-        levels32(x + ib * k_block, _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f), qs + ib * k_block, nullptr);
+        levels32(x + ib * k_block, _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f), qs + ib * k_block, bsums + 2 * ib);
     }
 }
 

@@ -1,0 +1,46 @@
+// Interleaved ("x8") weight layouts for --repack on: 8 consecutive rows of a matrix are stored together, so
+// one 32-byte vector holds 4 weight bytes of each of the 8 rows and the decode kernels produce 8 outputs per
+// pass with one int32/f32 lane per row: each activation quad is broadcast once for 8 rows, the per-row
+// horizontal sums disappear, and the scale arithmetic is done once per 8 rows. Every vector load of the
+// layout is 32-byte aligned (groups start 64-byte aligned), so no load splits a cache line.
+//
+// Group layouts, per 8-row group (a matrix with n_out rows has ceil(n_out / 8) groups; the rows past n_out
+// of the last group are zero and never stored to y). Within a block the scales come first and the quants
+// follow in the order the kernels read them, so a decode pass touches memory strictly in address order
+// (what the hardware stream prefetchers follow).
+//   Q4_K x8, per super-block (1184 bytes), sub-block s = e / 32 of element e:
+//     scales[8 s][8 r] u8 6-bit @0, mins[4 p][8 r][2] (sub-blocks 2p, 2p + 1) @64, d[8 r] f16 @128,
+//     dmin[8 r] f16 @144; nibble vector (s, v) [8 r][4 k] @160 + 128 s + 32 v: byte (r, k) holds element
+//     32s + 8v + k of row r in the low nibble and element 32s + 8v + 4 + k in the high nibble.
+//   Q5_K x8, per super-block (1440 bytes): meta as Q4_K @0..159; sub-block s @160 + 160 s: its 4 nibble
+//     vectors (low 4 bits), then qh[8 r][4 k] @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit
+//     2v + 1 = bit 4 of element 32s + 8v + 4 + k.
+//   Q6_K x8, per super-block (1696 bytes): scales[16 s][8 r] int8 @0, d[8 r] f16 @128 (16 zero bytes after);
+//     chunk c (elements 32c..32c+31) @160 + 192 c: 4 nibble vectors (low 4 bits) as Q4_K, then 2 vectors
+//     @+128 + 32 h whose byte (r, k) bits 2j, 2j + 1 hold the top 2 bits of group g = 4h + j (elements
+//     32c + 4g + k); h is also the 16-element sub-block 2c + h.
+//   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
+//     d[2 b][8 r] f16 @0, block b @32 + 256 b: [8 v][8 r][4 k] int8 element 4v + k of row r.
+//   Q4_0 x8, per pair of blocks (288 bytes): d[2 b][8 r] f16 @0, block b @32 + 128 b: [4 v][8 r][4 k]
+//     levels 0..15 (stored + 8) of elements 8v + k (low nibble) and 8v + 4 + k (high nibble).
+// Same size as the file for Q8_0 and Q4_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes),
+// +1 % for Q6_K.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace memtile::cpu::repack {
+
+inline constexpr int k_rows = 8;
+
+// Whether the x8 layout exists for this format.
+bool supported(dtype t);
+// Bytes of one 8-row group for rows of n_in elements (a multiple of 32).
+size_t group_bytes(dtype t, int64_t n_in);
+// Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row).
+void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);
+
+}  // namespace memtile::cpu::repack
