@@ -2,6 +2,7 @@
 // scratch, and the split of output rows across the thread pool.
 #include "backends/cpu/matmul.h"
 
+#include <atomic>
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
@@ -31,6 +32,8 @@ struct act_scratch {
 };
 thread_local act_scratch t_scratch;
 
+std::atomic<bool> g_prefill_gemm{true};
+
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
 constexpr int64_t k_row_group = 16;
@@ -52,6 +55,18 @@ struct quantize_job {
 
 }  // namespace
 
+namespace detail {
+
+uint8_t* gemm_scratch(size_t bytes) {
+    // 64 bytes of slack so the returned pointer can be aligned inside the vector.
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((64 - p % 64) % 64);
+}
+
+}  // namespace detail
+
 std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options&) {
     const auto& tr = traits(w.type);
     if (w.n_in <= 0 || w.n_in % tr.block_elems != 0)
@@ -65,7 +80,14 @@ std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prep
 void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, thread_pool& pool) {
     const weight_view& w = pw.view();
     const detail::kernel_set* ks = detail::active_kernels();
-    const detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
+    detail::gemm_fn fn = ks ? detail::kernel_for(*ks, w.type) : nullptr;
+    // Prefill: the register-blocked GEMM of the same ISA (its results match the kernel_set path bit for
+    // bit, so which one a token goes through does not matter); repacked weights keep their own kernels.
+    if (fn != nullptr && n_tok >= detail::k_gemm_min_tokens && ks == detail::avx2_kernels() &&
+        g_prefill_gemm.load(std::memory_order_relaxed) && dynamic_cast<const plain_weight*>(&pw) != nullptr) {
+        const detail::gemm_set* gs = detail::avx2_gemm_kernels();
+        if (const detail::gemm_fn g = gs ? detail::gemm_for(*gs, w.type) : nullptr) fn = g;
+    }
     if (fn == nullptr) {
         pool.parallel_for(w.n_out, [&](int, int64_t a, int64_t b) { matmul_ref(w, x, n_tok, y, a, b); });
         return;
@@ -104,6 +126,10 @@ void matmul(const prepared_weight& pw, const float* x, int64_t n_tok, float* y, 
         const int64_t r1 = g1 * k_row_group < job.w->n_out ? g1 * k_row_group : job.w->n_out;
         job.fn(*job.w, job.a, job.n_tok, job.y, job.w->n_out, g0 * k_row_group, r1);
     });
+}
+
+void set_prefill_gemm(bool on) {
+    g_prefill_gemm.store(on, std::memory_order_relaxed);
 }
 
 std::string matmul_path(dtype t) {
