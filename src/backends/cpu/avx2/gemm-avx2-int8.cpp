@@ -7,12 +7,12 @@
 //
 // Q4_K / Q5_K / Q6_K (k_panel): one common unpacked form for all three. Per 256-element super-block and row:
 // the 256 unsigned levels (0..15, 0..31, 0..63) in element order, 8 chunks of 32 interleaved across the R
-// rows; per chunk and row one dword with the int16 scales of its two 16-element halves (equal for Q4_K and
-// Q5_K, whose sub-blocks are 32 long); 16 int16 for the min / offset term (Q4_K/Q5_K: each min twice,
-// Q6_K: the 16 scales); d (and dmin) as f32. Per chunk the micro-kernel loads T token vectors and, per
-// row, the levels and a broadcast of the scale dword, then maddubs + madd + add into R x T = 4 x 2 int32
-// accumulators, which equal (lane for lane) the per-row kernels' super-block sums; the float epilogue per
-// super-block is theirs operation for operation.
+// rows; per chunk and row a vector of 16 int16 scales, the scale of its first 16 elements in the low half
+// and of the last 16 in the high half (equal for Q4_K and Q5_K, whose sub-blocks are 32 long); 16 int16 for the min /
+// offset term (Q4_K/Q5_K: each min twice, Q6_K: the 16 scales); d (and dmin) as f32. Per chunk the micro-kernel loads T
+// token vectors and, per row, the levels, then maddubs + madd + add into R x T = 4 x 2 int32 accumulators, which equal
+// (lane for lane) the per-row kernels' super-block sums; the float epilogue per super-block is theirs operation for
+// operation.
 #include "backends/cpu/avx2/gemm-avx2.h"
 
 namespace memtile::cpu::avx2 {
@@ -67,13 +67,18 @@ struct legacy_panel {
             const uint8_t* base = panel + ib * stride;
             const float* dw = reinterpret_cast<const float*>(base + 2 * R * 32);
             __m256i av[T];
-            for (int j = 0; j < T; j++) av[j] = loadu(q[j] + ib * k_block);
+            __m256 dq[T];
+            for (int j = 0; j < T; j++) {
+                av[j] = loadu(q[j] + ib * k_block);
+                dq[j] = _mm256_broadcast_ss(d[j] + ib);
+            }
             for (int r = 0; r < R; r++) {
                 const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + r * 32));
                 const __m256i aw = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + (R + r) * 32));
                 for (int j = 0; j < T; j++) {
                     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(av[j], w)), ones);
-                    acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw[r] * d[j][ib]), acc[r][j]);
+                    acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                                _mm256_mul_ps(_mm256_broadcast_ss(dw + r), dq[j]), acc[r][j]);
                 }
             }
         }
@@ -89,9 +94,11 @@ enum class kfmt { q4_k, q5_k, q6_k };
 template <kfmt F>
 struct k_panel {
     static constexpr int R = 4, T = 2, n_acc = 1;
-    static constexpr int64_t slice = int64_t(1) << 40;  // one slice: the int32 sums never leave registers
-    // levels [8][R][32], scale dwords [8][R], min/offset int16 [R][16], d [R] and dmin [R] f32
-    static constexpr int64_t levels_off = 0, scales_off = 8 * R * 32, epi_off = scales_off + 8 * R * 4,
+    // 4 super-blocks x 2208 bytes = 8.6 KiB of panel per slice, in L1 while the token tiles pass.
+    static constexpr int64_t slice = 4;
+    // levels [8][R][32], scale vectors [8][R][16 x int16], min/offset int16 [R][16], d [R] and dmin [R] f32.
+    // The scale vectors are stored whole so that the micro-kernel's madd takes them straight from memory.
+    static constexpr int64_t levels_off = 0, scales_off = 8 * R * 32, epi_off = scales_off + 8 * R * 32,
                              d_off = epi_off + R * 32, stride = d_off + 2 * R * 4;
     static constexpr int src_bytes = F == kfmt::q4_k ? 144 : F == kfmt::q5_k ? 176 : 210;
     static int64_t units(int64_t n_in) { return n_in / k_super; }
@@ -102,7 +109,7 @@ struct k_panel {
 
     // Unpacks super-block b of one row into slot r of the panel block at base.
     static void pack_block(const uint8_t* b, int r, uint8_t* base) {
-        uint32_t* sc_dw = reinterpret_cast<uint32_t*>(base + scales_off);
+        uint32_t sc_dw[8];
         float* dd = reinterpret_cast<float*>(base + d_off);
         if constexpr (F == kfmt::q6_k) {
             const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
@@ -119,8 +126,7 @@ struct k_panel {
             }
             const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
             for (int c = 0; c < 8; c++)
-                sc_dw[c * R + r] = uint32_t(uint16_t(int16_t(sc[2 * c]))) | uint32_t(uint16_t(int16_t(sc[2 * c + 1])))
-                                                                                << 16;
+                sc_dw[c] = uint32_t(uint16_t(int16_t(sc[2 * c]))) | uint32_t(uint16_t(int16_t(sc[2 * c + 1]))) << 16;
             store(base + epi_off + r * 32, _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
             dd[r] = load_f16(b + 208);
             dd[R + r] = 0.0f;
@@ -145,7 +151,7 @@ struct k_panel {
             }
             int16_t* mins2 = reinterpret_cast<int16_t*>(base + epi_off + r * 32);
             for (int c = 0; c < 8; c++) {
-                sc_dw[c * R + r] = uint32_t(uint16_t(sm[c])) * 0x10001u;
+                sc_dw[c] = uint32_t(uint16_t(sm[c])) * 0x10001u;
                 mins2[2 * c] = mins2[2 * c + 1] = sm[8 + c];
             }
             alignas(16) float two[4];
@@ -153,6 +159,12 @@ struct k_panel {
             dd[r] = two[0];
             dd[R + r] = two[1];
         }
+        // Per chunk: the scale of its first 16 elements in the low 128-bit half, of the last 16 in the high.
+        const __m256i pair_mask = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+                                                   2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+        for (int c = 0; c < 8; c++)
+            store(base + scales_off + (c * R + r) * 32,
+                  _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(sc_dw[c])), pair_mask));
     }
 
     static void pack(const weight_view& w, int64_t row0, int n_rows, uint8_t* panel) {
@@ -166,7 +178,7 @@ struct k_panel {
                 }
                 for (int c = 0; c < 8; c++) {
                     store(base + levels_off + (c * R + r) * 32, _mm256_setzero_si256());
-                    reinterpret_cast<uint32_t*>(base + scales_off)[c * R + r] = 0;
+                    store(base + scales_off + (c * R + r) * 32, _mm256_setzero_si256());
                 }
                 store(base + epi_off + r * 32, _mm256_setzero_si256());
                 reinterpret_cast<float*>(base + d_off)[r] = 0.0f;
@@ -186,12 +198,8 @@ struct k_panel {
             d[j] = a.d + tok[j] * nb;
             bs[j] = a.bsums + tok[j] * (n_in / 16);
         }
-        // Picks int16 lane 0 of each dword into the low half and lane 1 into the high half.
-        const __m256i pair_mask = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
-                                                   2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
         for (int64_t ib = u0; ib < u1; ib += step) {
             const uint8_t* base = panel + ib * stride;
-            const int32_t* sc_dw = reinterpret_cast<const int32_t*>(base + scales_off);
             __m256i isum[R][T];
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < T; j++) isum[r][j] = _mm256_setzero_si256();
@@ -201,27 +209,33 @@ struct k_panel {
                 for (int r = 0; r < R; r++) {
                     const __m256i w =
                         _mm256_load_si256(reinterpret_cast<const __m256i*>(base + levels_off + (c * R + r) * 32));
-                    const __m256i s = _mm256_shuffle_epi8(_mm256_set1_epi32(sc_dw[c * R + r]), pair_mask);
+                    const __m256i s =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(base + scales_off + (c * R + r) * 32));
                     for (int j = 0; j < T; j++)
                         isum[r][j] = _mm256_add_epi32(isum[r][j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, av[j]), s));
                 }
             }
+            // Scale products as one vector multiply of two broadcast loads (the same IEEE product as the
+            // per-row kernels' scalar one) rather than a scalar multiply and a register broadcast.
             const float* dd = reinterpret_cast<const float*>(base + d_off);
+            __m256 dq[T];
+            for (int j = 0; j < T; j++) dq[j] = _mm256_broadcast_ss(d[j] + ib);
             for (int r = 0; r < R; r++) {
                 const __m256i epi = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + epi_off + r * 32));
+                const __m256 dr = _mm256_broadcast_ss(dd + r);
                 for (int j = 0; j < T; j++) {
-                    const float dq = d[j][ib];
                     const __m256i bsum = loadu(bs[j] + ib * 16);
                     __m256 acc = acc_mem[r * T + j];
                     if constexpr (F == kfmt::q6_k) {
                         // Levels are stored + 32: subtract 32 * sum_s scale[s] * bsum[s].
                         const __m256i off = _mm256_madd_epi16(epi, bsum);
                         const __m256i net = _mm256_sub_epi32(isum[r][j], _mm256_slli_epi32(off, 5));
-                        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_set1_ps(dd[r] * dq), acc);
+                        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dr, dq[j]), acc);
                     } else {
                         const __m256i msum = _mm256_madd_epi16(bsum, epi);
-                        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j]), _mm256_set1_ps(dd[r] * dq), acc);
-                        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dd[R + r] * dq), acc);
+                        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j]), _mm256_mul_ps(dr, dq[j]), acc);
+                        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
+                                               _mm256_mul_ps(_mm256_broadcast_ss(dd + R + r), dq[j]), acc);
                     }
                     acc_mem[r * T + j] = acc;
                 }
