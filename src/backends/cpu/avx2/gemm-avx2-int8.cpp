@@ -29,8 +29,11 @@ int64_t int8_token_block(int64_t n_in) {
 template <class W>
 struct legacy_panel {
     static constexpr int R = 4, T = 2, n_acc = 4;
-    static constexpr int64_t slice = 32;            // 32 blocks x 4 rows x 68 bytes = 9 KiB of panel in L1
-    static constexpr int64_t stride = R * 64 + 32;  // levels [R][32], |levels| [R][32], d [R] f32 (padded)
+    static_assert(T == 2, "the blend below builds the scale lanes of 2 tokens");
+    static constexpr int64_t slice = 32;  // 32 blocks x 4 rows x 68 bytes = 9 KiB of panel in L1
+    // levels [R][32], |levels| [R][32], d [R x T] f32 (each row's scale once per token of a tile)
+    static constexpr int64_t stride = R * 64 + R * T * 4;
+    static_assert(R * T == 8, "the scale products of a tile fill one vector");
     static int64_t units(int64_t n_in) { return n_in / k_block; }
     static int64_t token_block(int64_t n_in) { return int8_token_block(n_in); }
     static size_t panel_bytes(int64_t n_in) { return size_t(units(n_in) * stride); }
@@ -45,7 +48,8 @@ struct legacy_panel {
                 const __m256i lv = r < n_rows ? W::levels(b) : _mm256_setzero_si256();
                 _mm256_store_si256(reinterpret_cast<__m256i*>(base + r * 32), lv);
                 _mm256_store_si256(reinterpret_cast<__m256i*>(base + (R + r) * 32), _mm256_abs_epi8(lv));
-                reinterpret_cast<float*>(base + 2 * R * 32)[r] = r < n_rows ? load_f16(b) : 0.0f;
+                for (int j = 0; j < T; j++)
+                    reinterpret_cast<float*>(base + 2 * R * 32)[r * T + j] = r < n_rows ? load_f16(b) : 0.0f;
             }
         }
     }
@@ -63,22 +67,22 @@ struct legacy_panel {
         for (int r = 0; r < R; r++)
             for (int j = 0; j < T; j++) acc[r][j] = acc_mem[r * T + j];
         const __m256i ones = _mm256_set1_epi16(1);
+        // The 8 scale products d_w[r] * d_q[j] of a block in one vector multiply (lane r * T + j), stored and
+        // broadcast back by loads, which use no ALU pipe: the same IEEE products as the per-row kernel's.
+        alignas(32) float prod[R * T];
         for (int64_t ib = u0; ib < u1; ib += step) {
             const uint8_t* base = panel + ib * stride;
-            const float* dw = reinterpret_cast<const float*>(base + 2 * R * 32);
+            const __m256 dq = _mm256_blend_ps(_mm256_broadcast_ss(d[0] + ib), _mm256_broadcast_ss(d[1] + ib), 0xaa);
+            _mm256_store_ps(prod, _mm256_mul_ps(_mm256_load_ps(reinterpret_cast<const float*>(base + 2 * R * 32)), dq));
             __m256i av[T];
-            __m256 dq[T];
-            for (int j = 0; j < T; j++) {
-                av[j] = loadu(q[j] + ib * k_block);
-                dq[j] = _mm256_broadcast_ss(d[j] + ib);
-            }
+            for (int j = 0; j < T; j++) av[j] = loadu(q[j] + ib * k_block);
             for (int r = 0; r < R; r++) {
                 const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + r * 32));
                 const __m256i aw = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + (R + r) * 32));
                 for (int j = 0; j < T; j++) {
                     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(av[j], w)), ones);
-                    acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                                _mm256_mul_ps(_mm256_broadcast_ss(dw + r), dq[j]), acc[r][j]);
+                    acc[r][j] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(prod + r * T + j), acc[r][j]);
                 }
             }
         }
