@@ -1,7 +1,8 @@
 // Op test of the CPU matmul: every instruction-set path (cpu-isa.h) against matmul_ref for every weight
-// format with an optimized kernel, on ragged shapes (n_out not a multiple of the row group, 1..33 tokens,
-// n_in from one block up), with repack on and off and 1 and 2 threads. Quantized weights are compared with
-// the f32-activation reference, so the tolerance covers the on-the-fly activation quantization (Q8_0/Q8_K).
+// format with an optimized kernel, on ragged shapes (n_out not a multiple of the row group, 1..67 tokens,
+// n_in from one block up; the per-row kernels and, from k_gemm_min_tokens on, the prefill GEMM), with repack on and off
+// and 1 and 2 threads. Quantized weights are compared with the f32-activation reference, so the tolerance covers the
+// on-the-fly activation quantization (Q8_0/Q8_K).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,14 +31,20 @@ struct format_case {
     std::vector<int64_t> n_in;  // multiples of the block, the smallest first
 };
 
+// Row lengths cover, for the prefill GEMM (avx2/gemm-avx2.h): float rows with a scalar tail (13), a tail
+// unit after the last whole group of 4 (40, 520), several K slices of 512 elements (1056); Q8_0/Q4_0 with
+// tail blocks and several slices of 32 blocks (1120); K formats over several super-blocks (2304).
 const format_case k_formats[] = {
-    {dtype::f32, 1e-6, {1, 13, 40, 520}}, {dtype::f16, 1e-6, {1, 13, 40, 520}}, {dtype::bf16, 1e-6, {1, 13, 40, 520}},
-    {dtype::q8_0, 1e-4, {32, 96, 544}},   {dtype::q4_0, 1e-4, {32, 96, 544}},   {dtype::q4_k, 1e-4, {256, 768}},
-    {dtype::q5_k, 1e-4, {256, 768}},      {dtype::q6_k, 1e-4, {256, 768}},
+    {dtype::f32, 1e-6, {1, 13, 40, 520, 1056}},  {dtype::f16, 1e-6, {1, 13, 40, 520, 1056}},
+    {dtype::bf16, 1e-6, {1, 13, 40, 520, 1056}}, {dtype::q8_0, 1e-4, {32, 96, 544, 1120}},
+    {dtype::q4_0, 1e-4, {32, 96, 544, 1120}},    {dtype::q4_k, 1e-4, {256, 768, 2304}},
+    {dtype::q5_k, 1e-4, {256, 768, 2304}},       {dtype::q6_k, 1e-4, {256, 768, 2304}},
 };
 
+// n_out: ragged against the row group (16) and the GEMM panel (4 rows); n_tok: decode, the per-row tiles
+// (< k_gemm_min_tokens) and the GEMM with ragged token tiles and more than one 63-token block (64, 67).
 const int64_t k_n_out[] = {1, 7, 37};
-const int64_t k_n_tok[] = {1, 3, 7, 33};
+const int64_t k_n_tok[] = {1, 3, 4, 5, 7, 17, 33, 64, 67};
 
 // Restores automatic path selection when a test ends, whatever it forced.
 struct isa_guard {
@@ -132,7 +139,7 @@ TEST_P(cpu_matmul, tokens_are_independent_of_the_batch) {
     const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
     for (bool repack : {false, true}) {
         const auto pw = prepare_weight(view, {.repack = repack});
-        for (int64_t n_tok : {2, 3, 4, 5, 8, 9}) {
+        for (int64_t n_tok : {2, 3, 4, 5, 8, 9, 17, 67}) {
             const std::vector<float> x = uniform(size_t(n_in * n_tok), uint32_t(n_tok));
             std::vector<float> all(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
             matmul(*pw, x.data(), n_tok, all.data(), pool);
@@ -144,6 +151,33 @@ TEST_P(cpu_matmul, tokens_are_independent_of_the_batch) {
                         << " repack " << repack;
             }
         }
+    }
+}
+
+// Long rows shrink the GEMM's integer token block (about 256 KiB of int8 activations: 32 tokens at 8192),
+// so 67 tokens cross token blocks for every format; checked against the reference and, bit for bit,
+// against each token computed alone.
+TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool(2);
+    const int64_t n_in = 8192, n_out = 9, n_tok = 67;
+    const std::vector<float> wf = uniform(size_t(n_in * n_out), 11);
+    const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+    const std::vector<float> wd = dequantize_tensor(fc.type, wq.data(), n_out, n_in);
+    const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+    const auto pw = prepare_weight(view);
+    const std::vector<float> x = uniform(size_t(n_in * n_tok), 12);
+    std::vector<float> want(static_cast<size_t>(n_out * n_tok)), got(want.size(), NAN), one(static_cast<size_t>(n_out));
+    matmul_ref(view, x.data(), n_tok, want.data(), 0, n_out);
+    matmul(*pw, x.data(), n_tok, got.data(), pool);
+    EXPECT_LE(nmse(got, want, wd, x, n_in, n_out, n_tok), fc.max_nmse) << dtype_name(fc.type);
+    for (int64_t t = 0; t < n_tok; t++) {
+        matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
+        for (int64_t o = 0; o < n_out; o++)
+            ASSERT_EQ(one[size_t(o)], got[size_t(t * n_out + o)])
+                << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " row " << o;
     }
 }
 

@@ -113,6 +113,9 @@ const kernel_set* avx2_kernels() {
 const kernel_set* avx512_kernels() {
     return nullptr;
 }
+const gemm_set* avx2_gemm_kernels() {
+    return nullptr;
+}
 const attention_kernels* avx2_attention_kernels() {
     return nullptr;
 }

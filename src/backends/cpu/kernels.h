@@ -7,6 +7,7 @@
 // <immintrin.h> and <cstring>/<cstdint>, and keep their own helpers in an ISA-named namespace.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cpu/matmul.h"
@@ -52,6 +53,21 @@ struct repack_kernel_set {
 
 // nullptr when the path is not compiled in (non-x86 builds).
 const repack_kernel_set* avx2_repack_kernels();
+
+// Matrix-matrix (prefill) paths, used for n_tok >= k_gemm_min_tokens on plain (not repacked) weights; same
+// gemm_fn contract and the same per-token results, bit for bit, as the kernel_set path (see
+// avx2/gemm-avx2.h for the design). nullptr entries fall back to the kernel_set path.
+struct gemm_set {
+    gemm_fn f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
+};
+inline constexpr int64_t k_gemm_min_tokens = 4;
+
+// A 64-byte aligned buffer of at least `bytes`, owned by the calling thread and reused by its next call
+// (defined in matmul.cpp, a baseline translation unit, so no container code is compiled with ISA flags).
+uint8_t* gemm_scratch(size_t bytes);
+
+// nullptr when the path is not compiled in (non-x86 builds).
+const gemm_set* avx2_gemm_kernels();
 const kernel_set* avx2_kernels();
 const kernel_set* avx512_kernels();
 const kernel_set* active_kernels();
@@ -77,6 +93,20 @@ inline gemm_fn kernel_for(const kernel_set& k, dtype t) {
         case dtype::q4_k: return k.q4_k;
         case dtype::q5_k: return k.q5_k;
         case dtype::q6_k: return k.q6_k;
+        default: return nullptr;
+    }
+}
+
+inline gemm_fn gemm_for(const gemm_set& g, dtype t) {
+    switch (t) {
+        case dtype::f32: return g.f32;
+        case dtype::f16: return g.f16;
+        case dtype::bf16: return g.bf16;
+        case dtype::q8_0: return g.q8_0;
+        case dtype::q4_0: return g.q4_0;
+        case dtype::q4_k: return g.q4_k;
+        case dtype::q5_k: return g.q5_k;
+        case dtype::q6_k: return g.q6_k;
         default: return nullptr;
     }
 }

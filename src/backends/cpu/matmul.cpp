@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 
@@ -101,6 +102,8 @@ struct act_scratch {
 };
 thread_local act_scratch t_scratch;
 
+std::atomic<bool> g_prefill_gemm{true};
+
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
 constexpr int64_t k_row_group = 16;
@@ -113,6 +116,18 @@ struct quantize_job {
 };
 
 }  // namespace
+
+namespace detail {
+
+uint8_t* gemm_scratch(size_t bytes) {
+    // 64 bytes of slack so the returned pointer can be aligned inside the vector.
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((64 - p % 64) % 64);
+}
+
+}  // namespace detail
 
 std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o) {
     const auto& tr = traits(w.type);
@@ -240,6 +255,13 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         p.fn = detail::kernel_for(*ks, p.w->type);
         p.rw = dynamic_cast<const repacked_weight*>(ws[i]);
         p.x8 = p.rw ? x8_kernel(p.w->type) : nullptr;
+        // Prefill on the original layout: the register-blocked GEMM of the same ISA (its results match the
+        // kernel_set path bit for bit, so which one a token goes through does not matter).
+        if (!p.x8 && n_tok >= detail::k_gemm_min_tokens && ks == detail::avx2_kernels() &&
+            g_prefill_gemm.load(std::memory_order_relaxed)) {
+            const detail::gemm_set* gs = detail::avx2_gemm_kernels();
+            if (const detail::gemm_fn g = gs ? detail::gemm_for(*gs, p.w->type) : nullptr) p.fn = g;
+        }
         p.y = ys[i];
         p.first = total;
         p.n_units = (p.w->n_out + k_row_group - 1) / k_row_group;
@@ -253,6 +275,10 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
             if (b < e) run_units(p, a, n_tok, b - p.first, e - p.first);
         }
     });
+}
+
+void set_prefill_gemm(bool on) {
+    g_prefill_gemm.store(on, std::memory_order_relaxed);
 }
 
 std::string matmul_path(dtype t) {
