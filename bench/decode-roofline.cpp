@@ -141,8 +141,7 @@ int main(int argc, char** argv) {
                 for (size_t k = 0; k < ms.size(); k++) best[k] = std::max(best[k], decode_tps(*ms[k], pool, tg));
             for (size_t k = 0; k < ms.size(); k++) {
                 double pps[2] = {0, 0};
-                // pp512 of repacked weights is skipped: they take the per-token path (minutes per model here).
-                for (int j = 0; pp && j < (repack_modes[k] ? 1 : 2); j++) {
+                for (int j = 0; pp && j < 2; j++) {
                     const int n = j == 0 ? 64 : 512;
                     forward_context ctx(*ms[k], 1024, dtype::f16, pool);
                     for (int r = 0; r < 1 + reps; r++) {
