@@ -29,4 +29,13 @@ if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1,9999 -n 1 2>&1); then fa
 echo "$err" | grep -q "outside the vocabulary" || fail "bad error for unknown id: $err"
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1,2,3,4,5 --ctx 4 -n 1 2>&1); then fail "overflow accepted"; fi
 echo "$err" | grep -q "context" || fail "bad error for context overflow: $err"
+# --gpu-layers only with --device cuda; without a usable GPU, --device cuda names why (on a GPU machine it runs)
+if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --gpu-layers 2 2>&1); then fail "--gpu-layers on cpu"; fi
+echo "$err" | grep -q "needs --device cuda" || fail "bad error for --gpu-layers: $err"
+if ! "$memtile" --version | grep -q "^  cuda .*device present"; then
+  if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --device cuda --gpu-layers 2 2>&1); then
+    fail "--device cuda ran without a GPU"
+  fi
+  echo "$err" | grep -q "cuda" || fail "bad error for --device cuda: $err"
+fi
 echo "run: ok"
