@@ -2,7 +2,7 @@
 # memtile probe: JSON shape, machine profile storage, SVG well-formedness, and agreement (within 15 %) of the
 # sequential read with an independent STREAM-style C program built here. The agreement check is the one
 # timing-based check of the suite (issue 6 asks for it): both programs run back to back, best of several passes,
-# and the comparison is retried because the machine is shared.
+# and the comparison is retried because the machine is shared (ctest runs it alone: RUN_SERIAL).
 set -euo pipefail
 memtile=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,8 +41,11 @@ grep -q "machine profile not written" "$tmp/human.txt" || fail "--quick wrote th
 [ "$before" = "$(cat "$tmp/cache/memtile/machine.json")" ] || fail "--quick changed the profile"
 
 cc -O2 -o "$tmp/stream-check" "$here/stream-check.c" || fail "cannot build stream-check.c"
+# On these VMs the read rate of a fresh buffer differs between processes (by up to ~25 % with 1 thread here,
+# and bimodally, ~28 vs ~45 GB/s, with 2), seemingly by where its pages land, for all of its passes: the two
+# programs agree only when both land alike, so up to 8 attempts, each a fresh pair of processes.
 ok=0
-for attempt in 1 2 3 4; do
+for attempt in 1 2 3 4 5 6 7 8; do
   ours=$("$memtile" probe --quick --threads 1 --no-save --stream-mib 512 --json |
          python3 -c 'import json,sys; print(json.load(sys.stdin)["sequential_read_gbps"])')
   theirs=$("$tmp/stream-check" 512 5 2>/dev/null)
