@@ -10,40 +10,6 @@
 namespace memtile::cpu::avx2 {
 namespace {
 
-struct f32_src {
-    static __m256 vec(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-    static float one(const uint8_t* p) {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
-    }
-    static constexpr int bytes = 4;
-};
-
-struct f16_src {
-    static __m256 vec(const uint8_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    }
-    static float one(const uint8_t* p) { return load_f16(p); }
-    static constexpr int bytes = 2;
-};
-
-struct bf16_src {
-    static __m256 vec(const uint8_t* p) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-    }
-    static float one(const uint8_t* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        const uint32_t bits = uint32_t(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    }
-    static constexpr int bytes = 2;
-};
-
 template <class S>
 struct float_panel {
     static constexpr int R = 4, T = 3, n_acc = 4;
@@ -99,17 +65,17 @@ struct float_panel {
 
 void gemm_panel_f32(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0,
                     int64_t r1) {
-    gemm_panels<float_panel<f32_src>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_panels<float_panel<f32_loader>>(w, a, n_tok, y, ys, r0, r1);
 }
 
 void gemm_panel_f16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0,
                     int64_t r1) {
-    gemm_panels<float_panel<f16_src>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_panels<float_panel<f16_loader>>(w, a, n_tok, y, ys, r0, r1);
 }
 
 void gemm_panel_bf16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0,
                      int64_t r1) {
-    gemm_panels<float_panel<bf16_src>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_panels<float_panel<bf16_loader>>(w, a, n_tok, y, ys, r0, r1);
 }
 
 }  // namespace memtile::cpu::avx2

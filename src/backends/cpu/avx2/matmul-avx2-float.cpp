@@ -7,41 +7,6 @@
 namespace memtile::cpu::avx2 {
 namespace {
 
-struct f32_loader {
-    static __m256 vec(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-    static float one(const uint8_t* p) {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
-    }
-    static constexpr int bytes = 4;
-};
-
-struct f16_loader {
-    static __m256 vec(const uint8_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    }
-    static float one(const uint8_t* p) { return avx2::load_f16(p); }
-    static constexpr int bytes = 2;
-};
-
-// bf16 is the top half of an f32: widen to 32 bits and shift into place.
-struct bf16_loader {
-    static __m256 vec(const uint8_t* p) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-    }
-    static float one(const uint8_t* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        const uint32_t bits = uint32_t(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    }
-    static constexpr int bytes = 2;
-};
-
 template <class L>
 struct float_kernel {
     static constexpr int tile = 4;
