@@ -31,19 +31,9 @@ struct source {
     const uint8_t* data = nullptr;
 };
 
-// A matvec whose output rows start at `offset` of the destination buffer (Q/K/V and gate/up share one).
-struct part {
-    gpu_weight w;
-    int64_t offset = 0;
-};
-
-struct layer_weights {
-    const float* attn_norm = nullptr;
-    const float* ffn_norm = nullptr;
-    const float* bias = nullptr;  // [q_dim + 2 kv_dim] or null
-    std::vector<part> qkv, gate_up;
-    gpu_weight wo, down;
-};
+// The decoder's layers are stored as decoder-state.h's layer_view (the form the prefill and batched paths read).
+using part = view_part;
+using layer_weights = layer_view;
 
 class cuda_decoder final : public decoder {
 public:
@@ -277,17 +267,7 @@ private:
         v.output_norm = output_norm_;
         v.freq = freq_;
         v.factors = factors_;
-        for (const auto& L : layers_) {
-            layer_view lv;
-            lv.attn_norm = L.attn_norm;
-            lv.ffn_norm = L.ffn_norm;
-            lv.bias = L.bias;
-            for (const auto& p : L.qkv) lv.qkv.push_back({p.w, p.offset});
-            for (const auto& p : L.gate_up) lv.gate_up.push_back({p.w, p.offset});
-            lv.wo = L.wo;
-            lv.down = L.down;
-            v.layers.push_back(std::move(lv));
-        }
+        v.layers = layers_;
         return v;
     }
 

@@ -41,6 +41,34 @@ __device__ __forceinline__ void warp_argmax(float& best, int& idx) {
         }
     }
 }
+// The block's largest value of logits[0, n) and its lowest index, returned in thread 0 (0 when n == 0 or
+// every value is NaN); blockDim.x a multiple of 32, at most 1024.
+__device__ __forceinline__ int block_argmax(const float* logits, int n) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = logits[i];
+        if (v > best) {  // strided scan: earlier indices first, so ">" keeps the lowest index of equal values
+            best = v;
+            idx = i;
+        }
+    }
+    warp_argmax(best, idx);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+        bv[warp] = best;
+        bi[warp] = idx;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
+        idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
+        warp_argmax(best, idx);
+    }
+    return idx == 0x7fffffff ? 0 : idx;
+}
 __device__ __forceinline__ int word(const int4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }

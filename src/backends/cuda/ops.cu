@@ -203,32 +203,10 @@ __global__ void __launch_bounds__(256)
 __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
     griddep_wait();
     griddep_launch();
-    __shared__ float bv[32];
-    __shared__ int bi[32];
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = logits[i];
-        if (v > best) {  // strided scan: earlier indices first, so ">" keeps the lowest index of equal values
-            best = v;
-            idx = i;
-        }
-    }
-    warp_argmax(best, idx);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) {
-        bv[warp] = best;
-        bi[warp] = idx;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
-        idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-        warp_argmax(best, idx);
-        if (lane == 0) {
-            *token = idx == 0x7fffffff ? 0 : idx;
-            *pos += 1;
-        }
+    const int idx = block_argmax(logits, n);
+    if (threadIdx.x == 0) {
+        *token = idx;
+        *pos += 1;
     }
 }
 

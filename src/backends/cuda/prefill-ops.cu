@@ -227,33 +227,10 @@ __global__ void swiglu_rows_kernel(const float* gu, int n_rows, int64_t n_ff, __
 }
 
 __global__ void argmax_rows_kernel(const float* logits_all, int n, int32_t* token, int32_t* pos, const int32_t* slots) {
-    __shared__ float bv[32];
-    __shared__ int bi[32];
-    const float* logits = logits_all + int64_t(blockIdx.x) * n;
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = logits[i];
-        if (v > best) {
-            best = v;
-            idx = i;
-        }
-    }
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    warp_argmax(best, idx);
-    if (lane == 0) {
-        bv[warp] = best;
-        bi[warp] = idx;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
-        idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-        warp_argmax(best, idx);
-        if (lane == 0) {
-            token[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
-            pos[slots[blockIdx.x]] += 1;
-        }
+    const int idx = block_argmax(logits_all + int64_t(blockIdx.x) * n, n);
+    if (threadIdx.x == 0) {
+        token[blockIdx.x] = idx;
+        pos[slots[blockIdx.x]] += 1;
     }
 }
 
