@@ -22,6 +22,15 @@ struct transformer::layer {
 
 transformer::~transformer() = default;
 
+std::vector<std::span<const uint8_t>> transformer::streamed_weights() const {
+    std::vector<std::span<const uint8_t>> r;
+    for (const layer& l : layers_)
+        for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            if (*w) r.push_back((*w)->streamed());
+    if (output_) r.push_back(output_->streamed());
+    return r;
+}
+
 namespace {
 
 // Runs f, and when an observer is installed, times it and reports e (bytes in f32 activations: 4 per element).

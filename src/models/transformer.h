@@ -53,6 +53,9 @@ public:
     const model_config& config() const { return cfg_; }
     const gguf_file& file() const { return *file_; }
     std::shared_ptr<gguf_file> file_ptr() const { return file_; }
+    // The bytes one decode step streams: every layer matrix and the output matrix, in the layouts the kernels
+    // read (for bandwidth probes over the same pages).
+    std::vector<std::span<const uint8_t>> streamed_weights() const;
 
     struct layer;
 

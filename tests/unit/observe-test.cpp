@@ -7,10 +7,12 @@
 #include <fstream>
 #include <stack>
 
+#include "core/error.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
 #include "models/synthetic-model.h"
 #include "models/transformer.h"
+#include "observe/bandwidth.h"
 #include "observe/diagnostics.h"
 #include "observe/forward-profile.h"
 #include "observe/gpu-info.h"
@@ -212,6 +214,24 @@ TEST_F(observe_forward, observer_sees_every_weight_byte_and_changes_nothing) {
     EXPECT_TRUE(fp.by_class().count("attention"));
     EXPECT_TRUE(fp.by_class().count("matmul Q8_0"));
     EXPECT_GT(fp.total().ns, 0);
+}
+
+TEST_F(observe_forward, streamed_weights_are_the_matrices_decode_reads_and_can_be_read_back) {
+    auto m = transformer::load(model_path());
+    const memory_model mm = compute_memory_model(m->file(), dtype::f16);
+    uint64_t matrices = 0;  // every 2-D weight but the embedding table (a gathered row), plus it again if tied
+    for (const auto& t : m->file().tensors())
+        if (t.dims.size() == 2 && t.name != "token_embd.weight") matrices += t.n_bytes;
+    if (mm.tied_embeddings) matrices += m->file().find_tensor("token_embd.weight")->n_bytes;
+    const auto ranges = m->streamed_weights();
+    uint64_t total = 0;
+    for (const auto& r : ranges) total += r.size();
+    EXPECT_EQ(total, matrices);
+    EXPECT_LE(total, mm.streamed_bytes_per_token);
+    thread_pool pool(2);
+    EXPECT_GT(measure_read_gbps(pool, ranges, 1), 0.0);
+    const std::vector<std::span<const uint8_t>> tiny = {ranges[0].first(64)};
+    EXPECT_THROW(measure_read_gbps(pool, tiny, 1), error);
 }
 
 TEST_F(observe_forward, hugepage_load_gives_the_same_bytes) {

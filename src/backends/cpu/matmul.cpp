@@ -24,6 +24,7 @@ public:
     explicit plain_weight(const weight_view& w) : w_(w) {}
     const weight_view& view() const override { return w_; }
     uint64_t resident_bytes() const override { return 0; }
+    std::span<const uint8_t> streamed() const override { return {w_.data, w_.row_bytes * size_t(w_.n_out)}; }
 
 private:
     weight_view w_;
@@ -61,6 +62,7 @@ public:
     }
     const weight_view& view() const override { return w_; }
     uint64_t resident_bytes() const override { return bytes_; }
+    std::span<const uint8_t> streamed() const override { return {buf_.get(), group_bytes_ * size_t(n_groups_)}; }
     const uint8_t* packed() const { return buf_.get(); }
     size_t group_bytes() const { return group_bytes_; }
     int64_t n_groups() const { return n_groups_; }

@@ -41,6 +41,8 @@ public:
     virtual ~prepared_weight() = default;
     virtual const weight_view& view() const = 0;
     virtual uint64_t resident_bytes() const = 0;  // extra bytes owned (0 when the mmap is used as is)
+    // The bytes a one-token product reads: the file rows, or the repacked copy when there is one.
+    virtual std::span<const uint8_t> streamed() const = 0;
 };
 
 std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o = {});
