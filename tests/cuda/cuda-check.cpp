@@ -414,6 +414,41 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
+// decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
+void bench_batch_decode(const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    fmt::print("\nbatched decode, llama3-8b shapes, random weights (64 steps after 8, contexts of 256):\n");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::bf16, file_type::q4_0};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const double single = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("  {:<7} single-sequence graph {:.1f} tok/s\n", file_type_name(ft), single);
+            for (int unroll : {0, 8, 4}) {
+                cuda::prefill_options o;
+                o.mma_unroll = unroll;
+                cuda::set_prefill_options(o);
+                auto batch = d->make_batch(16, 256);
+                fmt::print("          unroll {}:", unroll ? std::to_string(unroll) : std::string("default"));
+                for (int b : {1, 2, 4, 8, 16}) {
+                    const double bs = batch->bench(b, 64, 8, 1);
+                    fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);
+                }
+                fmt::print("\n");
+                std::fflush(stdout);
+            }
+            cuda::set_prefill_options({});
+            const double single2 = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench batch {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_prefill_options({});
+}
+
 void bench_prefill_batch(const std::string& only) {
     const auto& preset = find_preset("llama3-8b");
     fmt::print(
@@ -482,6 +517,7 @@ void bench_prefill_batch(const std::string& only) {
 int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
+    bool batch_bench = false, profile_batch = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -505,6 +541,10 @@ int main(int argc, char** argv) {
             diag = true;
         else if (a == "--profile")
             profile = true;
+        else if (a == "--batch-bench")
+            batch_bench = true;
+        else if (a == "--profile-batch")
+            profile_batch = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -522,6 +562,15 @@ int main(int argc, char** argv) {
         cuda::bench_matvec(dtype::q4_k, 14336, 4096, 1);
         cuda::bench_matvec(dtype::q8_0, 4096, 14336, 1);
         cuda::bench_matvec(dtype::f16, 4096, 14336, 1);
+        return 0;
+    }
+    if (profile_batch) {
+        // Two batched steps of 8 sequences, llama3-8b shapes, Q4_K_M then Q4_0 (for ncu: the mma kernels).
+        for (file_type ft : {file_type::q4_k_m, file_type::q4_0}) {
+            if (!only.empty() && only != file_type_name(ft)) continue;
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, 64, 11);
+            d->make_batch(8, 64)->bench(8, 2, 0, 1);
+        }
         return 0;
     }
     try {
@@ -547,6 +596,19 @@ int main(int argc, char** argv) {
                 check_greedy("memtile-kjv-q8_0", kjv, 200);
                 check_prefill_batch("memtile-kjv-q8_0", kjv, 1e-3, true, 300, 212);
                 try {
+                    const int differ = test::compare_batch_groupings(kjv, 8, 24);
+                    report(differ == 0, fmt::format("batch invariance memtile-kjv-q8_0: 8 sequences x 24 steps, one "
+                                                    "step of 8 vs two of 4: {} logit rows differ",
+                                                    differ));
+                    const auto one = test::compare_batch(kjv, 1, 12);
+                    report(one.worst_nmse == 0 && one.token_mismatches == 0,
+                           fmt::format("batch of one memtile-kjv-q8_0: 12 steps vs single-sequence decode: NMSE "
+                                       "{:.3e} (bit-equal expected)",
+                                       one.worst_nmse));
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("batch invariance kjv: {}", e.what()));
+                }
+                try {
                     const auto b = test::compare_batch_greedy(kjv, 8, 48);
                     report(b.mismatches == 0,
                            fmt::format("batch greedy memtile-kjv-q8_0: 8 sequences x 48 tokens, {} differ from "
@@ -562,8 +624,12 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (do_bench && do_old_bench) bench(bw, sweep);
-        if (do_bench) bench_prefill_batch(only);
+        if (batch_bench) {
+            bench_batch_decode(only);
+        } else {
+            if (do_bench && do_old_bench) bench(bw, sweep);
+            if (do_bench) bench_prefill_batch(only);
+        }
     } catch (const std::exception& e) {
         report(false, e.what());
     }

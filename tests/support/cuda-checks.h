@@ -308,4 +308,42 @@ inline batch_greedy_comparison compare_batch_greedy(const std::string& path, int
     return r;
 }
 
+// Batch invariance: n_seq sequences decoded n_steps times by one batched decoder in steps of all of them, and
+// by a second one in two steps per round (the first half of the sequences, then the rest; each half at least 2
+// sequences, so that both take the same product kernels). Returns the number of (sequence, step) logit rows
+// that are not bit-equal between the two: a sequence's result must not depend on which others share its step.
+inline int compare_batch_groupings(const std::string& path, int n_seq, int n_steps) {
+    auto g = gguf_file::open(path);
+    const uint32_t n_ctx = uint32_t(8 + 3 * n_seq + n_steps + 1);
+    auto d = cuda::decoder::load(g, n_ctx);
+    auto all = d->make_batch(n_seq, n_ctx), split = d->make_batch(n_seq, n_ctx);
+    const uint32_t V = d->config().n_vocab;
+    std::vector<int32_t> next(static_cast<size_t>(n_seq)), seqs(static_cast<size_t>(n_seq));
+    for (int s = 0; s < n_seq; s++) {
+        const auto p = prompt_tokens(V, s, 4 + 3 * s);
+        const auto l = all->prefill(s, p);
+        split->prefill(s, p);
+        next[size_t(s)] = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        seqs[size_t(s)] = s;
+    }
+    const size_t h = size_t(n_seq / 2);
+    int differ = 0;
+    for (int i = 0; i < n_steps; i++) {
+        const auto la = all->step(next, seqs);
+        const std::vector<float> a(la.begin(), la.end());  // step() reuses its buffer
+        std::vector<float> b;
+        for (const auto& [lo, hi] : {std::pair<size_t, size_t>{0, h}, {h, size_t(n_seq)}}) {
+            const auto lb = split->step(std::span(next).subspan(lo, hi - lo), std::span(seqs).subspan(lo, hi - lo));
+            b.insert(b.end(), lb.begin(), lb.end());
+        }
+        for (int s = 0; s < n_seq; s++) {
+            const std::span<const float> ra = std::span(a).subspan(size_t(s) * V, V);
+            const std::span<const float> rb = std::span(b).subspan(size_t(s) * V, V);
+            if (!std::equal(ra.begin(), ra.end(), rb.begin())) differ++;
+            next[size_t(s)] = int32_t(std::max_element(ra.begin(), ra.end()) - ra.begin());
+        }
+    }
+    return differ;
+}
+
 }  // namespace memtile::test

@@ -61,6 +61,21 @@ TEST(cuda_batch, batched_steps_equal_single_sequence_steps) {
     }
 }
 
+// The batched step runs the single-sequence step's row kernels and, for one sequence, its matvec kernels: a
+// batch of one is bit-equal to single-sequence decode. With several sequences the tensor-core products sum in
+// another order than the batch-1 kernels (docs/cuda.md), but a sequence's logits must not depend on which
+// other sequences share its step (6 sequences: one step of 6 vs two of 3).
+TEST(cuda_batch, batch_of_one_is_bit_equal_and_steps_are_batch_invariant) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (const auto& c : {k_cases[1], k_cases[2]}) {
+        const std::string path = model_path(c);
+        const auto one = test::compare_batch(path, 1, 8);
+        EXPECT_EQ(one.worst_nmse, 0.0) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(one.token_mismatches, 0) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(test::compare_batch_groupings(path, 6, 8), 0) << c.preset << " " << file_type_name(c.type);
+    }
+}
+
 TEST(cuda_batch, tensor_core_products_match_the_dp4a_kernels) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
     for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16})

@@ -79,6 +79,7 @@ struct prefill_options {
     // (Q4_K_M pp512 22,370 vs 19,309 tok/s with 32 MiB slices, docs/cuda.md).
     uint64_t dequant_chunk_bytes = 256ull << 20;
     bool reference_batch_products = false;  // batched decode: dp4a/FMA kernels instead of tensor-core MMA
+    int mma_unroll = 0;                     // weight units in flight per warp of the MMA kernels: 8, 4, 0 = per format
 };
 void set_prefill_options(const prefill_options& o);
 prefill_options get_prefill_options();

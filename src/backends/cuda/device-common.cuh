@@ -99,12 +99,14 @@ __device__ __forceinline__ void scale_min_bytes(const uint8_t* sc, int s, int& s
     }
 }
 
-// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane) with one scale for all NG
-// groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one scale per 256):
-// d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of 32.
+// Quantizes NG groups of 32 held by one warp (v[k]: element 32 (g0 + k) + lane of row `row` of n_rows) with
+// one scale for all NG groups, exactly as the CPU engine quantizes activations (q8_0: NG = 1; q8_k: NG = 8, one
+// scale per 256): d = amax / 127, q = round-to-nearest-even(x * (127 / amax)); xs = d * sum(q) per group of
+// 32. Group g of the row goes to xq[(g * n_rows + row) * 32 ..], xd/xs[g * n_rows + row] (group-major; one row:
+// the plain layout of cuda-kernels.h).
 template <int NG>
 __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, int lane, int8_t* xq, float* xd,
-                                              float* xs) {
+                                              float* xs, int64_t row = 0, int64_t n_rows = 1) {
     float amax = 0;
 #pragma unroll
     for (int k = 0; k < NG; k++) amax = fmaxf(amax, fabsf(v[k]));
@@ -113,11 +115,12 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
 #pragma unroll
     for (int k = 0; k < NG; k++) {
         const int q = __float2int_rn(__fmul_rn(v[k], inv));
-        xq[(g0 + k) * 32 + lane] = int8_t(q);
+        const int64_t g = (g0 + k) * n_rows + row;
+        xq[g * 32 + lane] = int8_t(q);
         const int sq = warp_sum_int(q);
         if (lane == 0) {
-            xd[g0 + k] = d;
-            xs[g0 + k] = d * float(sq);
+            xd[g] = d;
+            xs[g] = d * float(sq);
         }
     }
 }

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
+#include "backends/cuda/launch.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
@@ -19,15 +20,17 @@ __device__ __forceinline__ float bf_hi(int w) {
     return __uint_as_float(uint32_t(w) & 0xffff0000u);
 }
 
-// Activations of sequence b: xq + b * n_in, xd/xs + b * n_in / 32, x + b * n_in.
+// Activations of sequence b: x + b * n_in; xq, xd, xs group-major over the nb rows (prefill-kernels.h).
 template <dtype T, int NB>
 __global__ void __launch_bounds__(32 * k_warps)
     matvec_batch_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                         float* y, int64_t y_stride, int accumulate) {
+    detail::griddep_wait();
+    detail::griddep_launch();
     const int lane = threadIdx.x & 31;
     const int64_t row = int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5);
     if (row >= w.n_out) return;
-    const int n_in = int(w.n_in), ng = n_in / 32;
+    const int n_in = int(w.n_in);
     const uint8_t* q = w.q + row * w.q_row_bytes;
     const uint16_t* d = w.d ? w.d + row * (T == dtype::q6_k ? n_in / 256 : n_in / 32) : nullptr;
     float acc[NB];
@@ -40,12 +43,12 @@ __global__ void __launch_bounds__(32 * k_warps)
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
-                const int4 a = load_act(xq + int64_t(b) * n_in + 16 * t);
+                const int4 a = load_act(xq + (int64_t(t / 2) * nb + b) * 32 + 16 * (t & 1));
                 int s = __dp4a(wv.x, a.x, 0);
                 s = __dp4a(wv.y, a.y, s);
                 s = __dp4a(wv.z, a.z, s);
                 s = __dp4a(wv.w, a.w, s);
-                acc[b] += dw * xd[b * ng + t / 2] * float(s);
+                acc[b] += dw * xd[(t / 2) * nb + b] * float(s);
             }
         }
     } else if constexpr (T == dtype::q4_0) {
@@ -61,15 +64,15 @@ __global__ void __launch_bounds__(32 * k_warps)
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
-                const int4 a0 = load_act(xq + int64_t(b) * n_in + 32 * t),
-                           a1 = load_act(xq + int64_t(b) * n_in + 32 * t + 16);
+                const int8_t* ax = xq + (int64_t(t) * nb + b) * 32;
+                const int4 a0 = load_act(ax), a1 = load_act(ax + 16);
                 int s = 0;
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
                     s = __dp4a(lo[k], word(a0, k), s);
                     s = __dp4a(hi[k], word(a1, k), s);
                 }
-                acc[b] += dw * (xd[b * ng + t] * float(s) - 8.0f * xs[b * ng + t]);
+                acc[b] += dw * (xd[t * nb + b] * float(s) - 8.0f * xs[t * nb + b]);
             }
         }
     } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
@@ -109,8 +112,9 @@ __global__ void __launch_bounds__(32 * k_warps)
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
-                const int8_t* ax = xq + int64_t(b) * n_in + bl * 256 + 64 * c;
-                const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+                const int8_t* ax = xq + (int64_t(g) * nb + b) * 32;  // groups g, g + 1
+                const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32 * nb),
+                           a3 = load_act(ax + 32 * nb + 16);
                 int lo = 0, hi = 0;
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
@@ -119,10 +123,8 @@ __global__ void __launch_bounds__(32 * k_warps)
                     hi = __dp4a(H0[k], word(a2, k), hi);
                     hi = __dp4a(H1[k], word(a3, k), hi);
                 }
-                const float* bxd = xd + b * ng;
-                const float* bxs = xs + b * ng;
-                acc[b] += dd * (sc0 * bxd[g] * float(lo) + sc1 * bxd[g + 1] * float(hi)) -
-                          dmin * (mn0 * bxs[g] + mn1 * bxs[g + 1]);
+                acc[b] += dd * (sc0 * xd[g * nb + b] * float(lo) + sc1 * xd[(g + 1) * nb + b] * float(hi)) -
+                          dmin * (mn0 * xs[g * nb + b] + mn1 * xs[(g + 1) * nb + b]);
             }
         }
     } else if constexpr (T == dtype::q6_k) {
@@ -152,11 +154,12 @@ __global__ void __launch_bounds__(32 * k_warps)
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
-                const int8_t* ax = xq + int64_t(b) * n_in + bl * 256 + 128 * hh;
+                const int g0 = bl * 8 + 4 * hh;  // groups g0 + j, j < 4
                 float part = 0;
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
+                    const int8_t* ax = xq + (int64_t(g0 + j) * nb + b) * 32;
+                    const int4 a0 = load_act(ax), a1 = load_act(ax + 16);
                     int sum[2] = {0, 0}, dot[2] = {0, 0};
 #pragma unroll
                     for (int k = 0; k < 8; k++) {
@@ -164,7 +167,7 @@ __global__ void __launch_bounds__(32 * k_warps)
                         sum[k / 4] = __dp4a(0x01010101, av, sum[k / 4]);
                         dot[k / 4] = __dp4a(qv[j][k], av, dot[k / 4]);
                     }
-                    part += xd[b * ng + bl * 8 + 4 * hh + j] *
+                    part += xd[(g0 + j) * nb + b] *
                             (s0[j] * float(dot[0] - 32 * sum[0]) + s1[j] * float(dot[1] - 32 * sum[1]));
                 }
                 acc[b] += dw * part;
@@ -226,13 +229,13 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
     const unsigned blocks = unsigned((w.n_out + k_warps - 1) / k_warps);
     const int acc = accumulate ? 1 : 0;
     if (nb <= 2)
-        matvec_batch_kernel<T, 2><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+        detail::launch(matvec_batch_kernel<T, 2>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride, acc);
     else if (nb <= 4)
-        matvec_batch_kernel<T, 4><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+        detail::launch(matvec_batch_kernel<T, 4>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride, acc);
     else if (nb <= 8)
-        matvec_batch_kernel<T, 8><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+        detail::launch(matvec_batch_kernel<T, 8>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride, acc);
     else
-        matvec_batch_kernel<T, 16><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, acc);
+        detail::launch(matvec_batch_kernel<T, 16>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride, acc);
 }
 
 bool vector_friendly(const gpu_weight& w) {
@@ -253,12 +256,13 @@ void launch_matvec_batch(const gpu_weight& w, int n_rows, const float* x, const 
         launch_matvec_mma(w, n_rows, x, xq, xd, xs, y, y_stride, accumulate, s);
         return;
     }
-    if (n_rows == 1 || !vector_friendly(w)) {
-        // One sequence (or rows the vector kernels do not cover): the batch-1 kernel per row.
-        const int64_t ng = w.n_in / 32;
+    if (n_rows == 1) {  // the batch-1 kernel (a group-major layout of one row is the plain one)
+        launch_matvec(w, x, xq, xd, xs, y, accumulate, s);
+        return;
+    }
+    if (!vector_friendly(w)) {  // plain formats of odd widths (f32 activations only): the batch-1 kernel per row
         for (int b = 0; b < n_rows; b++)
-            launch_matvec(w, x ? x + b * w.n_in : nullptr, xq ? xq + b * w.n_in : nullptr, xd ? xd + b * ng : nullptr,
-                          xs ? xs + b * ng : nullptr, y + b * y_stride, accumulate, s);
+            launch_matvec(w, x + b * w.n_in, nullptr, nullptr, nullptr, y + b * y_stride, accumulate, s);
         return;
     }
     switch (w.type) {

@@ -11,16 +11,24 @@
 // C c0/c1: row g, columns 2t, 2t+1, c2/c3: row g+8. The order of k inside a group does not change a dot
 // product, so a lane may hold any 8 elements of the group as long as A and B agree: here lane t holds
 // elements 8t..8t+7 (one 8-byte load per row), Q4_0 elements 4t..4t+3 and 16+4t.. (its nibble order).
+//
+// The int8 activations are group-major (prefill-kernels.h), so the 8 sequences' bytes of one group that a
+// B-fragment load reads are adjacent. Measured limit (ncu, docs/cuda.md): the L1/LSU path, as each weight
+// load of this fragment layout touches 8 rows (cache lines) for 4-8 bytes per lane.
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
+#include "backends/cuda/launch.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
 namespace {
 
+using detail::griddep_launch;
+using detail::griddep_wait;
+
 constexpr int k_warps = 8;
-constexpr int k_unroll = 4;  // units whose weight loads a warp has in flight at once
+int g_unroll = 0;  // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
 
 __device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -48,8 +56,9 @@ __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
     return pack_half2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-// Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32).
-template <dtype T, int NT>
+// Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32;
+// Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp.
+template <dtype T, int NT, int KU>
 __global__ void __launch_bounds__(32 * k_warps)
     matvec_mma_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                       float* y, int64_t y_stride, int accumulate) {
@@ -75,16 +84,19 @@ __global__ void __launch_bounds__(32 * k_warps)
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[nt][i] = 0;
+    // Everything below reads activations, which the previous kernels write (launched with PDL).
+    griddep_wait();
+    griddep_launch();
 
     // Applies one group's integer dots: acc += sA/sB (row scale) * xd[seq][grp] * dot - mA/mB * xs[seq][grp].
     auto apply = [&](int nt, const int(&c)[4], float sA, float sB, float mA, float mB, int grp) {
-        const float d0 = xd[cs[nt][0] * ng + grp], d1 = xd[cs[nt][1] * ng + grp];
+        const float d0 = xd[grp * nb + cs[nt][0]], d1 = xd[grp * nb + cs[nt][1]];
         acc[nt][0] += sA * d0 * float(c[0]);
         acc[nt][1] += sA * d1 * float(c[1]);
         acc[nt][2] += sB * d0 * float(c[2]);
         acc[nt][3] += sB * d1 * float(c[3]);
         if (mA != 0.0f || mB != 0.0f) {
-            const float s0 = xs[cs[nt][0] * ng + grp], s1 = xs[cs[nt][1] * ng + grp];
+            const float s0 = xs[grp * nb + cs[nt][0]], s1 = xs[grp * nb + cs[nt][1]];
             acc[nt][0] -= mA * s0;
             acc[nt][1] -= mA * s1;
             acc[nt][2] -= mB * s0;
@@ -92,28 +104,28 @@ __global__ void __launch_bounds__(32 * k_warps)
         }
     };
 
-    // Each warp issues the loads of k_unroll units before any product, so that enough bytes are in flight
+    // Each warp issues the loads of KU units before any product, so that enough bytes are in flight
     // even for matrices of few row tiles (a 4096-row matrix is 256 blocks).
     if constexpr (T == dtype::q8_0) {
         const uint16_t* dA = w.d + rA * ng;
         const uint16_t* dB = w.d + rB * ng;
-        for (int u0 = warp; u0 < ng; u0 += k_warps * k_unroll) {
-            int2 wa[k_unroll], wb[k_unroll];
+        for (int u0 = warp; u0 < ng; u0 += k_warps * KU) {
+            int2 wa[KU], wb[KU];
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = min(u0 + i * k_warps, ng - 1);
                 wa[i] = __ldcs(reinterpret_cast<const int2*>(qA + 32 * u + 8 * t));
                 wb[i] = __ldcs(reinterpret_cast<const int2*>(qB + 32 * u + 8 * t));
             }
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = u0 + i * k_warps;
                 if (u >= ng) break;
                 const int a[4] = {wa[i].x, wb[i].x, wa[i].y, wb[i].y};
                 const float sA = h2f(dA[u]), sB = h2f(dB[u]);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    const int2 bx = __ldg(reinterpret_cast<const int2*>(xq + int64_t(seq[nt]) * n_in + 32 * u + 8 * t));
+                    const int2 bx = __ldg(reinterpret_cast<const int2*>(xq + (int64_t(u) * nb + seq[nt]) * 32 + 8 * t));
                     int c[4];
                     mma_s8_k32(a, bx.x, bx.y, c);
                     apply(nt, c, sA, sB, 0.0f, 0.0f, u);
@@ -123,16 +135,16 @@ __global__ void __launch_bounds__(32 * k_warps)
     } else if constexpr (T == dtype::q4_0) {
         const uint16_t* dA = w.d + rA * ng;
         const uint16_t* dB = w.d + rB * ng;
-        for (int u0 = warp; u0 < ng; u0 += k_warps * k_unroll) {
-            int wa[k_unroll], wb[k_unroll];
+        for (int u0 = warp; u0 < ng; u0 += k_warps * KU) {
+            int wa[KU], wb[KU];
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = min(u0 + i * k_warps, ng - 1);
                 wa[i] = __ldcs(reinterpret_cast<const int*>(qA + 16 * u + 4 * t));
                 wb[i] = __ldcs(reinterpret_cast<const int*>(qB + 16 * u + 4 * t));
             }
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = u0 + i * k_warps;
                 if (u >= ng) break;
                 const int a[4] = {wa[i] & 0x0f0f0f0f, wb[i] & 0x0f0f0f0f, (wa[i] >> 4) & 0x0f0f0f0f,
@@ -140,7 +152,7 @@ __global__ void __launch_bounds__(32 * k_warps)
                 const float sA = h2f(dA[u]), sB = h2f(dB[u]);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    const int8_t* xa = xq + int64_t(seq[nt]) * n_in + 32 * u + 4 * t;
+                    const int8_t* xa = xq + (int64_t(u) * nb + seq[nt]) * 32 + 4 * t;
                     const int b0 = __ldg(reinterpret_cast<const int*>(xa));
                     const int b1 = __ldg(reinterpret_cast<const int*>(xa + 16));
                     int c[4];
@@ -152,108 +164,161 @@ __global__ void __launch_bounds__(32 * k_warps)
     } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
         constexpr bool five = T == dtype::q5_k;
         constexpr int bb = five ? 176 : 144, qs_off = five ? 48 : 16;
-        const int n_units = n_in / 64;
-        // Unit u: super-block u / 4, sub-blocks 2c and 2c + 1 (c = u % 4): 64 elements.
-        for (int u0 = warp; u0 < n_units; u0 += k_warps * k_unroll) {
-            int4 hA[k_unroll], hB[k_unroll];
-            int2 wa[k_unroll], wb[k_unroll], ha[k_unroll], hb[k_unroll];
+        constexpr int SB = KU / 4;  // super-blocks in flight per warp (4 units of 64 elements each)
+        const int n_sb = n_in / 256;
+        // A warp takes whole super-blocks: their 16-byte header is loaded once per row and its 8 scales/mins
+        // are unpacked with byte positions known at compile time (unit c of 4 unrolled). Lane t holds bytes
+        // 32c + 8t..8t+7 of unit c: elements 8t.. of sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
+        for (int s0 = warp; s0 < n_sb; s0 += k_warps * SB) {
+            int4 hA[SB], hB[SB];
+            int2 wa[SB][4], wb[SB][4], ha[SB], hb[SB];
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
-                const int u = min(u0 + i * k_warps, n_units - 1), sb = u >> 2, c = u & 3;
+            for (int i = 0; i < SB; i++) {
+                const int sb = min(s0 + i * k_warps, n_sb - 1);
                 const uint8_t* bA = qA + int64_t(sb) * bb;
                 const uint8_t* bB = qB + int64_t(sb) * bb;
-                hA[i] = __ldg(reinterpret_cast<const int4*>(bA));
-                hB[i] = __ldg(reinterpret_cast<const int4*>(bB));
-                wa[i] = __ldcs(reinterpret_cast<const int2*>(bA + qs_off + 32 * c + 8 * t));
-                wb[i] = __ldcs(reinterpret_cast<const int2*>(bB + qs_off + 32 * c + 8 * t));
+                hA[i] = __ldcs(reinterpret_cast<const int4*>(bA));
+                hB[i] = __ldcs(reinterpret_cast<const int4*>(bB));
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    wa[i][c] = __ldcs(reinterpret_cast<const int2*>(bA + qs_off + 32 * c + 8 * t));
+                    wb[i][c] = __ldcs(reinterpret_cast<const int2*>(bB + qs_off + 32 * c + 8 * t));
+                }
                 if (five) {
-                    ha[i] = __ldg(reinterpret_cast<const int2*>(bA + 16 + 8 * t));
-                    hb[i] = __ldg(reinterpret_cast<const int2*>(bB + 16 + 8 * t));
+                    ha[i] = __ldcs(reinterpret_cast<const int2*>(bA + 16 + 8 * t));
+                    hb[i] = __ldcs(reinterpret_cast<const int2*>(bB + 16 + 8 * t));
                 }
             }
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
-                const int u = u0 + i * k_warps;
-                if (u >= n_units) break;
-                const int sb = u >> 2, c = u & 3;
-                int lo[4] = {wa[i].x & 0x0f0f0f0f, wb[i].x & 0x0f0f0f0f, wa[i].y & 0x0f0f0f0f, wb[i].y & 0x0f0f0f0f};
-                int hi[4] = {(wa[i].x >> 4) & 0x0f0f0f0f, (wb[i].x >> 4) & 0x0f0f0f0f, (wa[i].y >> 4) & 0x0f0f0f0f,
-                             (wb[i].y >> 4) & 0x0f0f0f0f};
-                if (five) {
-                    const int hw[4] = {ha[i].x, hb[i].x, ha[i].y, hb[i].y};
+            for (int i = 0; i < SB; i++) {
+                const int sb = s0 + i * k_warps;
+                if (sb >= n_sb) break;
+                const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&hA[i].x));  // d, dmin
+                const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&hB[i].x));
 #pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        lo[k] |= ((hw[k] >> (2 * c)) & 0x01010101) << 4;
-                        hi[k] |= ((hw[k] >> (2 * c + 1)) & 0x01010101) << 4;
+                for (int c = 0; c < 4; c++) {
+                    int lo[4] = {wa[i][c].x & 0x0f0f0f0f, wb[i][c].x & 0x0f0f0f0f, wa[i][c].y & 0x0f0f0f0f,
+                                 wb[i][c].y & 0x0f0f0f0f};
+                    int hi[4] = {(wa[i][c].x >> 4) & 0x0f0f0f0f, (wb[i][c].x >> 4) & 0x0f0f0f0f,
+                                 (wa[i][c].y >> 4) & 0x0f0f0f0f, (wb[i][c].y >> 4) & 0x0f0f0f0f};
+                    if (five) {
+                        const int hw[4] = {ha[i].x, hb[i].x, ha[i].y, hb[i].y};
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            lo[k] |= ((hw[k] >> (2 * c)) & 0x01010101) << 4;
+                            hi[k] |= ((hw[k] >> (2 * c + 1)) & 0x01010101) << 4;
+                        }
                     }
-                }
-                float scA0, mnA0, scA1, mnA1, scB0, mnB0, scB1, mnB1;
-                scale_min(hA[i], 2 * c, scA0, mnA0);
-                scale_min(hA[i], 2 * c + 1, scA1, mnA1);
-                scale_min(hB[i], 2 * c, scB0, mnB0);
-                scale_min(hB[i], 2 * c + 1, scB1, mnB1);
-                const float dA = h2f(uint16_t(hA[i].x & 0xffff)), mA = h2f(uint16_t(uint32_t(hA[i].x) >> 16));
-                const float dB = h2f(uint16_t(hB[i].x & 0xffff)), mB = h2f(uint16_t(uint32_t(hB[i].x) >> 16));
-                const int grp = sb * 8 + 2 * c;
+                    // Scales/mins of sub-blocks 2c and 2c + 1, two at once (one per byte), as matvec's task_qk.
+                    const int sh = 8 * ((2 * c) & 3);  // a constant once the loop over c is unrolled
+                    auto unpack = [&](const int4& h, float& sc0, float& sc1, float& mn0, float& mn1) {
+                        const uint32_t y = uint32_t(h.y) >> sh, z = uint32_t(h.z) >> sh, v = uint32_t(h.w) >> sh;
+                        const uint32_t sc = c >= 2 ? (v & 0x0f0fu) | ((y >> 2) & 0x3030u) : y & 0x3f3fu;
+                        const uint32_t mn = c >= 2 ? ((v >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u) : z & 0x3f3fu;
+                        sc0 = float(sc & 0xffu);
+                        sc1 = float((sc >> 8) & 0xffu);
+                        mn0 = float(mn & 0xffu);
+                        mn1 = float((mn >> 8) & 0xffu);
+                    };
+                    float scA0, scA1, mnA0, mnA1, scB0, scB1, mnB0, mnB1;
+                    unpack(hA[i], scA0, scA1, mnA0, mnA1);
+                    unpack(hB[i], scB0, scB1, mnB0, mnB1);
+                    const float sA0 = ddA.x * scA0, sA1 = ddA.x * scA1, sB0 = ddB.x * scB0, sB1 = ddB.x * scB1;
+                    const float mA0 = ddA.y * mnA0, mA1 = ddA.y * mnA1, mB0 = ddB.y * mnB0, mB1 = ddB.y * mnB1;
+                    const int grp = sb * 8 + 2 * c;
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int8_t* xa = xq + int64_t(seq[nt]) * n_in + sb * 256 + 64 * c + 8 * t;
-                    const int2 b_lo = __ldg(reinterpret_cast<const int2*>(xa));
-                    const int2 b_hi = __ldg(reinterpret_cast<const int2*>(xa + 32));
-                    int cl[4], ch[4];
-                    mma_s8_k32(lo, b_lo.x, b_lo.y, cl);
-                    mma_s8_k32(hi, b_hi.x, b_hi.y, ch);
-                    apply(nt, cl, dA * scA0, dB * scB0, mA * mnA0, mB * mnB0, grp);
-                    apply(nt, ch, dA * scA1, dB * scB1, mA * mnA1, mB * mnB1, grp + 1);
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 8 * t;
+                        const int2 b_lo = __ldg(reinterpret_cast<const int2*>(xa));
+                        const int2 b_hi = __ldg(reinterpret_cast<const int2*>(xa + 32 * nb));
+                        int cl[4], ch[4];
+                        mma_s8_k32(lo, b_lo.x, b_lo.y, cl);
+                        mma_s8_k32(hi, b_hi.x, b_hi.y, ch);
+                        // Groups grp, grp + 1 of both columns (.x, .y).
+                        const float* d_lo = xd + grp * nb;
+                        const float* m_lo = xs + grp * nb;
+                        const float2 d0 = {d_lo[cs[nt][0]], d_lo[nb + cs[nt][0]]};
+                        const float2 d1 = {d_lo[cs[nt][1]], d_lo[nb + cs[nt][1]]};
+                        const float2 m0 = {m_lo[cs[nt][0]], m_lo[nb + cs[nt][0]]};
+                        const float2 m1 = {m_lo[cs[nt][1]], m_lo[nb + cs[nt][1]]};
+                        acc[nt][0] += sA0 * d0.x * float(cl[0]) + sA1 * d0.y * float(ch[0]) - (mA0 * m0.x + mA1 * m0.y);
+                        acc[nt][1] += sA0 * d1.x * float(cl[1]) + sA1 * d1.y * float(ch[1]) - (mA0 * m1.x + mA1 * m1.y);
+                        acc[nt][2] += sB0 * d0.x * float(cl[2]) + sB1 * d0.y * float(ch[2]) - (mB0 * m0.x + mB1 * m0.y);
+                        acc[nt][3] += sB0 * d1.x * float(cl[3]) + sB1 * d1.y * float(ch[3]) - (mB0 * m1.x + mB1 * m1.y);
+                    }
                 }
             }
         }
     } else if constexpr (T == dtype::q6_k) {
         const uint16_t* dA = w.d + rA * (n_in / 256);
         const uint16_t* dB = w.d + rB * (n_in / 256);
-        // Unit u: the 32 elements 128 hh + 32 j + l of super-block u / 8 (hh = (u / 4) % 2, j = u % 4), as two
-        // halves of 16 (one scale each); lane t holds l = 16 h + 4t..4t+3 of half h.
-        for (int u0 = warp; u0 < ng; u0 += k_warps * k_unroll) {
-            int lA[k_unroll][2], lB[k_unroll][2], qhA[k_unroll][2], qhB[k_unroll][2];
+        // A warp takes whole halves p = (super-block p / 2, hh = p % 2): 128 elements 128 hh + 32 j + l (j < 4,
+        // l < 32), group u = 8 sb + 4 hh + j, each as two MMAs of 16 (one scale each); lane t holds l = 16 h +
+        // 4t..4t+3 of half h. Units j and j + 2 share their ql bytes (low / high nibbles) and all four share the
+        // qh bytes, so a half's quants are 6 loads per row and its 8 scales one.
+        constexpr int P = KU / 4;  // halves in flight per warp
+        const int n_halves = n_in / 128;
+        for (int p0 = warp; p0 < n_halves; p0 += k_warps * P) {
+            int lA[P][2][2], lB[P][2][2], hA[P][2], hB[P][2];  // [half of super-block][j & 1][h], [h]
+            int2 sA8[P], sB8[P];
+            float fA[P], fB[P];
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
-                const int u = min(u0 + i * k_warps, ng - 1), sb = u >> 3, hh = (u >> 2) & 1, j = u & 3;
+            for (int i = 0; i < P; i++) {
+                const int p = min(p0 + i * k_warps, n_halves - 1), sb = p >> 1, hh = p & 1;
                 const uint8_t* bA = qA + int64_t(sb) * 208;
                 const uint8_t* bB = qB + int64_t(sb) * 208;
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int l = 16 * h + 4 * t;
-                    lA[i][h] = __ldcs(reinterpret_cast<const int*>(bA + 64 * hh + 32 * (j & 1) + l));
-                    lB[i][h] = __ldcs(reinterpret_cast<const int*>(bB + 64 * hh + 32 * (j & 1) + l));
-                    qhA[i][h] = __ldcs(reinterpret_cast<const int*>(bA + 128 + 32 * hh + l));
-                    qhB[i][h] = __ldcs(reinterpret_cast<const int*>(bB + 128 + 32 * hh + l));
+#pragma unroll
+                    for (int jl = 0; jl < 2; jl++) {
+                        lA[i][jl][h] = __ldcs(reinterpret_cast<const int*>(bA + 64 * hh + 32 * jl + l));
+                        lB[i][jl][h] = __ldcs(reinterpret_cast<const int*>(bB + 64 * hh + 32 * jl + l));
+                    }
+                    hA[i][h] = __ldcs(reinterpret_cast<const int*>(bA + 128 + 32 * hh + l));
+                    hB[i][h] = __ldcs(reinterpret_cast<const int*>(bB + 128 + 32 * hh + l));
                 }
+                sA8[i] = __ldcs(reinterpret_cast<const int2*>(bA + 192 + 8 * hh));
+                sB8[i] = __ldcs(reinterpret_cast<const int2*>(bB + 192 + 8 * hh));
+                fA[i] = h2f(dA[sb]);
+                fB[i] = h2f(dB[sb]);
             }
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
-                const int u = u0 + i * k_warps;
-                if (u >= ng) break;
-                const int sb = u >> 3, hh = (u >> 2) & 1, j = u & 3;
-                const uint8_t* bA = qA + int64_t(sb) * 208;
-                const uint8_t* bB = qB + int64_t(sb) * 208;
-                const float fA = h2f(dA[sb]), fB = h2f(dB[sb]);
-                const int sh = (j >> 1) ? 4 : 0;
+            for (int i = 0; i < P; i++) {
+                const int p = p0 + i * k_warps;
+                if (p >= n_halves) break;
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const uint32_t qa =
-                        uint32_t(((lA[i][h] >> sh) & 0x0f0f0f0f) | (((qhA[i][h] >> (2 * j)) & 0x03030303) << 4));
-                    const uint32_t qb =
-                        uint32_t(((lB[i][h] >> sh) & 0x0f0f0f0f) | (((qhB[i][h] >> (2 * j)) & 0x03030303) << 4));
-                    const int a0 = int(__vsub4(qa, 0x20202020u)), a1 = int(__vsub4(qb, 0x20202020u));
-                    const int si = 192 + 8 * hh + 2 * j + h;
-                    const float sA = fA * float(int8_t(bA[si])), sB = fB * float(int8_t(bB[si]));
+                for (int j = 0; j < 4; j++) {
+                    const int u = 4 * p + j;  // = 8 sb + 4 hh + j
+                    int a0[2], a1[2];
+                    float sA[2], sB[2];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int sh = (j >> 1) ? 4 : 0;
+                        const uint32_t qa = uint32_t(((lA[i][j & 1][h] >> sh) & 0x0f0f0f0f) |
+                                                     (((hA[i][h] >> (2 * j)) & 0x03030303) << 4));
+                        const uint32_t qb = uint32_t(((lB[i][j & 1][h] >> sh) & 0x0f0f0f0f) |
+                                                     (((hB[i][h] >> (2 * j)) & 0x03030303) << 4));
+                        a0[h] = int(__vsub4(qa, 0x20202020u));
+                        a1[h] = int(__vsub4(qb, 0x20202020u));
+                        const int si = 2 * j + h;  // scale byte of sub-block 8 hh + si within the half's 8
+                        const int wa = si < 4 ? sA8[i].x : sA8[i].y, wb = si < 4 ? sB8[i].x : sB8[i].y;
+                        sA[h] = fA[i] * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
+                        sB[h] = fB[i] * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
+                    }
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
-                        const int b0 = __ldg(reinterpret_cast<const int*>(xq + int64_t(seq[nt]) * n_in + sb * 256 +
-                                                                          128 * hh + 32 * j + 16 * h + 4 * t));
-                        int c[4];
-                        mma_s8_k16(a0, a1, b0, c);
-                        apply(nt, c, sA, sB, 0.0f, 0.0f, u);
+                        const int8_t* xa = xq + (int64_t(u) * nb + seq[nt]) * 32 + 4 * t;
+                        const int b0 = __ldg(reinterpret_cast<const int*>(xa));
+                        const int b1 = __ldg(reinterpret_cast<const int*>(xa + 16));
+                        int c0[4], c1[4];
+                        mma_s8_k16(a0[0], a1[0], b0, c0);
+                        mma_s8_k16(a0[1], a1[1], b1, c1);
+                        const float d0 = xd[u * nb + cs[nt][0]], d1 = xd[u * nb + cs[nt][1]];
+                        acc[nt][0] += d0 * (sA[0] * float(c0[0]) + sA[1] * float(c1[0]));
+                        acc[nt][1] += d1 * (sA[0] * float(c0[1]) + sA[1] * float(c1[1]));
+                        acc[nt][2] += d0 * (sB[0] * float(c0[2]) + sB[1] * float(c1[2]));
+                        acc[nt][3] += d1 * (sB[0] * float(c0[3]) + sB[1] * float(c1[3]));
                     }
                 }
             }
@@ -261,16 +326,16 @@ __global__ void __launch_bounds__(32 * k_warps)
     } else {
         // F16 / BF16: unit = 16 elements; lane t holds elements 4t..4t+3 (a0/a1: 4t, 4t+1; a2/a3: 4t+2, 4t+3).
         const int n_units = n_in / 16;
-        for (int u0 = warp; u0 < n_units; u0 += k_warps * k_unroll) {
-            uint2 wa[k_unroll], wb[k_unroll];
+        for (int u0 = warp; u0 < n_units; u0 += k_warps * KU) {
+            uint2 wa[KU], wb[KU];
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = min(u0 + i * k_warps, n_units - 1);
                 wa[i] = __ldcs(reinterpret_cast<const uint2*>(qA + 32 * u + 8 * t));
                 wb[i] = __ldcs(reinterpret_cast<const uint2*>(qB + 32 * u + 8 * t));
             }
 #pragma unroll
-            for (int i = 0; i < k_unroll; i++) {
+            for (int i = 0; i < KU; i++) {
                 const int u = u0 + i * k_warps;
                 if (u >= n_units) break;
                 uint32_t a[4];
@@ -317,17 +382,39 @@ __global__ void __launch_bounds__(32 * k_warps)
     }
 }
 
+template <dtype T, int NT, int KU>
+void launch_shape(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                  float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
+    const unsigned blocks = unsigned((w.n_out + 15) / 16);
+    detail::launch(matvec_mma_kernel<T, NT, KU>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride,
+                   accumulate ? 1 : 0);
+}
+
 template <dtype T>
 void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
-    const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    if (nb <= 8)
-        matvec_mma_kernel<T, 1><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, accumulate ? 1 : 0);
-    else
-        matvec_mma_kernel<T, 2><<<blocks, 32 * k_warps, 0, s>>>(w, nb, x, xq, xd, xs, y, y_stride, accumulate ? 1 : 0);
+    // Measured (docs/cuda.md): 8 units in flight helps Q4_K, Q6_K and Q4_0; 4 is faster for Q8_0, F16, BF16 (and
+    // Q5_K needs 254 registers at 8 for 16 sequences).
+    const bool wide = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16 || T == dtype::q5_k;
+    const bool four = g_unroll == 4 || (g_unroll == 0 && wide);
+    if (nb <= 8) {
+        if (four)
+            launch_shape<T, 1, 4>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_shape<T, 1, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+    } else {
+        if (four)
+            launch_shape<T, 2, 4>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_shape<T, 2, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+    }
 }
 
 }  // namespace
+
+void set_mma_unroll(int units) {
+    g_unroll = units == 4 || units == 8 ? units : 0;
+}
 
 bool matvec_mma_supported(const gpu_weight& w) {
     switch (w.type) {

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
 namespace detail {
@@ -42,11 +43,12 @@ using detail::griddep_launch;
 using detail::griddep_wait;
 using detail::launch;
 
-// Quantizes the 256 values of a block of 256 threads (thread t: element e0 + t, elements from n on absent)
-// exactly as quantize_warp: per group of 32 (q_block 32) or with one scale for all 256 (q_block 256, n % 256
-// == 0). n % 32 == 0, so a warp's 32 elements are all present or all absent.
+// Quantizes the 256 values of a block of 256 threads (thread t: element e0 + t of row `row` of n_rows,
+// elements from n on absent) exactly as quantize_warp: per group of 32 (q_block 32) or with one scale for all
+// 256 (q_block 256, n % 256 == 0). n % 32 == 0, so a warp's 32 elements are all present or all absent. Output
+// in the group-major layout of prefill-kernels.h (for one row: xq [n], xd and xs [n / 32]).
 __device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n, int q_block, int8_t* xq, float* xd,
-                                                  float* xs) {
+                                                  float* xs, int64_t row, int64_t n_rows) {
     __shared__ float wmax[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float amax = warp_max(fabsf(v));
@@ -59,21 +61,27 @@ __device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n
     if (e0 + warp * 32 >= n) return;
     const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
     const int q = __float2int_rn(__fmul_rn(v, inv));
-    xq[e0 + threadIdx.x] = int8_t(q);
+    const int64_t g = (e0 / 32 + warp) * n_rows + row;  // this warp's group, group-major over the rows
+    xq[g * 32 + lane] = int8_t(q);
     const int sq = warp_sum_int(q);
     if (lane == 0) {
-        xd[e0 / 32 + warp] = d;
-        xs[e0 / 32 + warp] = d * float(sq);
+        xd[g] = d;
+        xs[g] = d * float(sq);
     }
 }
 
-// Blocks of 256 threads, one element each. Every block sums the squares of all of x in double (the same
-// order in every block, so the same scale; as the CPU engine, in double), then normalises (and quantizes)
-// its 256 elements: no single-block kernel on the critical path.
+// Blocks of 256 threads, one element each; blockIdx.y = row of x and out [n_rows, n] (xq, xd, xs group-major
+// over the rows, prefill-kernels.h). Every block sums the squares of all of its row in double (the same order in every
+// block and for every row count, so the same scale; as the CPU engine, in double), then normalises (and quantizes) its
+// 256 elements: no single-block kernel on the critical path. The batched step runs this same kernel, so that its rows
+// equal the single-sequence step's.
 __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps,
                                                        int q_block, int8_t* xq, float* xd, float* xs) {
     griddep_wait();
     griddep_launch();
+    const int64_t row = blockIdx.y;
+    x += row * n;
+    out += row * n;
     __shared__ double partial[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     double ss = 0;
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const flo
         v = x[i] * scale * w[i];
         out[i] = v;
     }
-    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs);
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
 }
 
 // One warp per run of NG groups of 32 of x.
@@ -109,13 +117,21 @@ __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd
 
 // One thread per pair of elements of one head of q, k or v (qkv: q heads, then k heads, then v heads, each
 // head_dim long): adds the bias, rotates q and k pairs (i < n_rot / 2; the other pairs pass through) and
-// writes k and v as f16 into cache row *pos. Pairs are independent: no ordering between threads.
+// writes k and v as f16 into cache row pos. Pairs are independent: no ordering between threads.
+// blockIdx.y = row of qkv (rows q_dim + 2 kv_dim apart); slots null: pos = *pos_p and the caches as given,
+// else pos = pos_p[slots[row]] and the caches at + slots[row] * slot_stride (batched step).
 __global__ void __launch_bounds__(256)
-    rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc, __half* vc) {
+    rope_kv_kernel(float* qkv, const float* bias, rope_params p, const int32_t* pos_p, const int32_t* slots,
+                   int64_t slot_stride, __half* kc, __half* vc) {
     griddep_wait();
     griddep_launch();
-    const int pos = *pos_p;
+    const int row = blockIdx.y;
+    const int slot = slots ? slots[row] : 0;
+    const int pos = pos_p[slot];
     const int hd2 = p.head_dim / 2, half = p.n_rot / 2, kv_dim = p.n_head_kv * p.head_dim;
+    qkv += int64_t(row) * (p.n_head * p.head_dim + 2 * kv_dim);
+    kc += int64_t(slot) * slot_stride;
+    vc += int64_t(slot) * slot_stride;
     const int job = blockIdx.x * blockDim.x + threadIdx.x;
     if (job >= (p.n_head + 2 * p.n_head_kv) * hd2) return;
     const int head = job / hd2, i = job % hd2;
@@ -156,25 +172,35 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Grid (n_head, n_split), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp + 4m.
-// Lane holds dims lane + 32i (i < ND) of q, k, v and the accumulator; online softmax per warp, then the
+// Grid (n_head, n_split, rows), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp +
+// 4m. Lane holds dims lane + 32i (i < ND) of q, k, v and the accumulator; online softmax per warp, then the
 // warps' states are merged through shared memory into partial[(h * n_split + s)] = (m, l, acc[head_dim]).
+// Row r: query q + r * q_stride, caches and position as rope_kv_kernel, partial + r * n_head * n_split *
+// (head_dim + 2).
 template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
-    attn_partial_kernel(const float* q, const __half* kc, const __half* vc, int n_head, int n_head_kv, int hd,
-                        const int32_t* pos_p, float* partial) {
+    attn_partial_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
+                        int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial) {
     griddep_wait();
     griddep_launch();
-    attn_partial_block<ND>(q, kc, vc, n_head, n_head_kv, hd, *pos_p + 1, blockIdx.x, blockIdx.y, gridDim.y, partial);
+    const int row = blockIdx.z;
+    const int slot = slots ? slots[row] : 0;
+    attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
+                           pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y,
+                           partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
 // h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
+// blockIdx.y = row (partial and out one row each; xq, xd, xs group-major over the rows).
 __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial, int n_split, int n_head, int hd,
                                                            float* out, int q_block, int8_t* xq, float* xd, float* xs) {
     griddep_wait();
     griddep_launch();
     const int n = n_head * hd;
+    const int64_t row = blockIdx.y;
+    partial += row * n_head * n_split * (hd + 2);
+    out += row * n;
     const int e = blockIdx.x * 256 + threadIdx.x;
     float v = 0;
     if (e < n) {
@@ -182,14 +208,18 @@ __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial,
         v = attn_merge(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
         out[e] = v;
     }
-    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs);
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
 }
 
 // gate/up product, one element per thread in blocks of 256; with xq also quantized (n_ff % 32 == 0).
+// blockIdx.y = row (gu rows 2 n_ff apart, out rows n_ff; xq, xd, xs group-major over the rows).
 __global__ void __launch_bounds__(256)
     swiglu_kernel(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
     griddep_wait();
     griddep_launch();
+    const int64_t row = blockIdx.y;
+    gu += row * 2 * n_ff;
+    out += row * n_ff;
     const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
     float v = 0;
     if (i < n_ff) {
@@ -197,7 +227,7 @@ __global__ void __launch_bounds__(256)
         v = g / (1.0f + expf(-g)) * gu[n_ff + i];
         out[i] = v;
     }
-    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n_ff, q_block, xq, xd, xs);
+    if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n_ff, q_block, xq, xd, xs, row, gridDim.y);
 }
 
 __global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
@@ -293,12 +323,17 @@ __global__ void read_l2_kernel(const int4* p, uint64_t n, int passes, int* sink)
 
 }  // namespace
 
-void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
-                     float* xs, cudaStream_t s) {
+void launch_rms_norm_batch(const float* x, const float* w, float* out, int n_rows, int n, float eps, int q_block,
+                           int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    launch(rms_norm_kernel, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb, n % 32 == 0 ? xq : nullptr, xd,
-           xs);
+    launch(rms_norm_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
+           n % 32 == 0 ? xq : nullptr, xd, xs);
+}
+
+void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
+                     float* xs, cudaStream_t s) {
+    launch_rms_norm_batch(x, w, out, 1, n, eps, q_block, xq, xd, xs, s);
 }
 
 void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
@@ -308,48 +343,69 @@ void launch_quantize(const float* x, int64_t n, int q_block, int8_t* xq, float* 
         launch(quantize_kernel<1>, unsigned((n + 255) / 256), 256, s, x, n, xq, xd, xs);
 }
 
+void launch_rope_kv_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,
+                          const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache,
+                          cudaStream_t s) {
+    const int jobs = (p.n_head + 2 * p.n_head_kv) * (p.head_dim / 2);
+    launch(rope_kv_kernel, dim3(unsigned((jobs + 255) / 256), unsigned(n_rows)), 256, s, qkv, bias, p, pos, slots,
+           slot_stride, reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
+}
+
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                     uint16_t* v_cache, cudaStream_t s) {
-    const int jobs = (p.n_head + 2 * p.n_head_kv) * (p.head_dim / 2);
-    launch(rope_kv_kernel, unsigned((jobs + 255) / 256), 256, s, qkv, bias, p, pos, reinterpret_cast<__half*>(k_cache),
-           reinterpret_cast<__half*>(v_cache));
+    launch_rope_kv_batch(qkv, 1, bias, p, pos, nullptr, 0, k_cache, v_cache, s);
+}
+
+static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, const rope_params& p,
+                                  const int32_t* pos, const int32_t* slots, int64_t slot_stride,
+                                  const uint16_t* k_cache, const uint16_t* v_cache, int n_split, float* partial,
+                                  float* out, int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    const int n_head = p.n_head, n_head_kv = p.n_head_kv, head_dim = p.head_dim;
+    const dim3 grid{unsigned(n_head), unsigned(n_split), unsigned(n_rows)};
+    const auto* kc = reinterpret_cast<const __half*>(k_cache);
+    const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const int nd = (head_dim + 31) / 32;
+    auto* kernel = nd <= 1   ? attn_partial_kernel<1>
+                   : nd <= 2 ? attn_partial_kernel<2>
+                   : nd <= 4 ? attn_partial_kernel<4>
+                             : attn_partial_kernel<8>;
+    launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
+           pos, partial);
+    const int n = n_head * head_dim;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const bool fused = xq && q_block > 0 && n % 32 == 0;
+    launch(attn_combine_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, partial, n_split, n_head,
+           head_dim, out, qb, fused ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    if (xq && q_block > 0 && !fused) launch_quantize_rows(out, n_rows, n, q_block, xq, xd, xs, s);
 }
 
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s) {
     launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
-    const int n_head = p.n_head, n_head_kv = p.n_head_kv, head_dim = p.head_dim;
-    const dim3 grid{unsigned(n_head), unsigned(n_split), 1u};
-    const auto* kc = reinterpret_cast<const __half*>(k_cache);
-    const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const float* q = qkv;
-    const int nd = (head_dim + 31) / 32;
-    if (nd <= 1)
-        launch(attn_partial_kernel<1>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
-               partial);
-    else if (nd <= 2)
-        launch(attn_partial_kernel<2>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
-               partial);
-    else if (nd <= 4)
-        launch(attn_partial_kernel<4>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
-               partial);
-    else
-        launch(attn_partial_kernel<8>, grid, 32 * k_attn_warps, s, q, kc, vc, n_head, n_head_kv, head_dim, pos,
-               partial);
-    const int n = n_head * head_dim;
-    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    const bool fused = xq && q_block > 0 && n % 32 == 0;
-    launch(attn_combine_kernel, unsigned((n + 255) / 256), 256, s, partial, n_split, n_head, head_dim, out, qb,
-           fused ? xq : static_cast<int8_t*>(nullptr), xd, xs);
-    if (xq && q_block > 0 && !fused) launch_quantize(out, n, q_block, xq, xd, xs, s);
+    launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
+                          s);
+}
+
+void launch_attention_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,
+                            const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache,
+                            int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                            cudaStream_t s) {
+    launch_rope_kv_batch(qkv, n_rows, bias, p, pos, slots, slot_stride, k_cache, v_cache, s);
+    launch_attention_core(qkv, p.n_head * p.head_dim + 2 * p.n_head_kv * p.head_dim, n_rows, p, pos, slots, slot_stride,
+                          k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs, s);
+}
+
+void launch_swiglu_batch(const float* gu, int n_rows, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd,
+                         float* xs, cudaStream_t s) {
+    const int qb = q_block == 256 && n_ff % 256 == 0 ? 256 : 32;
+    launch(swiglu_kernel, dim3(unsigned((n_ff + 255) / 256), unsigned(n_rows)), 256, s, gu, n_ff, out, qb,
+           n_ff % 32 == 0 ? xq : nullptr, xd, xs);
 }
 
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s) {
-    const int qb = q_block == 256 && n_ff % 256 == 0 ? 256 : 32;
-    launch(swiglu_kernel, unsigned((n_ff + 255) / 256), 256, s, gu, n_ff, out, qb, n_ff % 32 == 0 ? xq : nullptr, xd,
-           xs);
+    launch_swiglu_batch(gu, 1, n_ff, out, q_block, xq, xd, xs, s);
 }
 
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {

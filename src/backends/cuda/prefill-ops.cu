@@ -7,10 +7,15 @@
 #include <cmath>
 
 #include "backends/cuda/device-common.cuh"
+#include "backends/cuda/launch.cuh"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
 namespace {
+
+using detail::griddep_launch;
+using detail::griddep_wait;
+using detail::launch;
 
 // Elements e..e+7 (e % 8 == 0) of row r of w in the device layout, as f32.
 __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8]) {
@@ -107,7 +112,10 @@ __global__ void dequant_f16_kernel(gpu_weight w, int64_t r0, int64_t n_rows, __h
     }
 }
 
+// Launched with PDL (it starts the batched step's graph; the prefill pass launches it too).
 __global__ void embed_rows_kernel(gpu_weight w, const int32_t* tokens, int n, float* x) {
+    griddep_wait();
+    griddep_launch();
     const int64_t per_row = w.n_in / 8;
     const int64_t total = int64_t(n) * per_row;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -119,10 +127,8 @@ __global__ void embed_rows_kernel(gpu_weight w, const int32_t* tokens, int n, fl
     }
 }
 
-// Block of 1024 threads per row (the reduction order of ops.cu's rms_norm_kernel).
-template <int NG>
-__global__ void rms_norm_rows_kernel(const float* x_all, const float* w, int n, float eps, __half* out_h,
-                                     float* out_all, int8_t* xq_all, float* xd_all, float* xs_all) {
+// Block of 1024 threads per row: out_h = x / rms(x) * w as f16 (the GEMM input of the prefill pass).
+__global__ void rms_norm_rows_kernel(const float* x_all, const float* w, int n, float eps, __half* out_h) {
     __shared__ double partial[32];
     __shared__ float scale_s;
     const int64_t row = blockIdx.x;
@@ -140,54 +146,32 @@ __global__ void rms_norm_rows_kernel(const float* x_all, const float* w, int n, 
     }
     __syncthreads();
     const float scale = scale_s;
-    if (out_h) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) out_h[row * n + i] = __float2half_rn(x[i] * scale * w[i]);
-        return;
-    }
-    float* out = out_all + row * n;
-    if (xq_all) {
-        int8_t* xq = xq_all + row * n;
-        float* xd = xd_all + row * (n / 32);
-        float* xs = xs_all + row * (n / 32);
-        for (int r = warp; r < n / (32 * NG); r += n_warps) {
-            float v[NG];
-#pragma unroll
-            for (int k = 0; k < NG; k++) {
-                const int i = (r * NG + k) * 32 + lane;
-                v[k] = x[i] * scale * w[i];
-                out[i] = v[k];
-            }
-            quantize_warp<NG>(v, int64_t(r) * NG, lane, xq, xd, xs);
-        }
-    } else {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * w[i];
-    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out_h[row * n + i] = __float2half_rn(x[i] * scale * w[i]);
 }
 
-// One warp per run of NG groups of 32; rows are whole runs, so flat indexing keeps groups inside rows.
+// One warp per run of NG groups of 32 of x [n_rows, n] (n % (32 NG) == 0), output group-major over the rows.
 template <int NG>
-__global__ void quantize_flat_kernel(const float* x, int64_t n, int8_t* xq, float* xd, float* xs) {
+__global__ void quantize_rows_kernel(const float* x, int n_rows, int64_t n, int8_t* xq, float* xd, float* xs) {
     const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
-    if (r >= n / (32 * NG)) return;
+    const int64_t runs = n / (32 * NG);
+    if (r >= runs * n_rows) return;
+    const int64_t row = r / runs, run = r % runs;
     float v[NG];
 #pragma unroll
-    for (int k = 0; k < NG; k++) v[k] = x[(r * NG + k) * 32 + lane];
-    quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
+    for (int k = 0; k < NG; k++) v[k] = x[row * n + (run * NG + k) * 32 + lane];
+    quantize_warp<NG>(v, run * NG, lane, xq, xd, xs, row, n_rows);
 }
 
-// Block per row: bias, then the rotations of q and k, then the f16 writes (the phases of ops.cu's kernel).
-__global__ void rope_kv_rows_kernel(float* qkv_all, const float* bias, rope_params p, int pos0, const int32_t* pos_arr,
-                                    const int32_t* slots, int64_t slot_stride, __half* kc_base, __half* vc_base,
+// Block per row (position pos0 + row): bias, then the rotations of q and k, then the f16 writes (the phases
+// of ops.cu's kernel).
+__global__ void rope_kv_rows_kernel(float* qkv_all, const float* bias, rope_params p, int pos0, __half* kc, __half* vc,
                                     __half* q_h) {
     const int row = blockIdx.x;
     const int q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim, half = p.n_rot / 2;
     const int total = q_dim + 2 * kv_dim;
     float* qkv = qkv_all + int64_t(row) * total;
-    const int slot = slots ? slots[row] : 0;
-    const int pos = slots ? pos_arr[slot] : pos0 + row;
-    __half* kc = kc_base + int64_t(slot) * slot_stride;
-    __half* vc = vc_base + int64_t(slot) * slot_stride;
+    const int pos = pos0 + row;
     if (bias)
         for (int i = threadIdx.x; i < total; i += blockDim.x) qkv[i] += bias[i];
     __syncthreads();
@@ -213,45 +197,23 @@ __global__ void rope_kv_rows_kernel(float* qkv_all, const float* bias, rope_para
         for (int i = threadIdx.x; i < q_dim; i += blockDim.x) q_h[int64_t(row) * q_dim + i] = __float2half_rn(qkv[i]);
 }
 
-__global__ void swiglu_rows_kernel(const float* gu, int n_rows, int64_t n_ff, __half* out_h, float* out) {
+__global__ void swiglu_rows_kernel(const float* gu, int n_rows, int64_t n_ff, __half* out_h) {
     const int64_t total = int64_t(n_rows) * n_ff;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t r = i / n_ff, c = i % n_ff;
         const float g = gu[r * 2 * n_ff + c];
-        const float v = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + c];
-        if (out_h)
-            out_h[i] = __float2half_rn(v);
-        else
-            out[i] = v;
+        out_h[i] = __float2half_rn(g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + c]);
     }
 }
 
 __global__ void argmax_rows_kernel(const float* logits_all, int n, int32_t* token, int32_t* pos, const int32_t* slots) {
+    griddep_wait();
+    griddep_launch();
     const int idx = block_argmax(logits_all + int64_t(blockIdx.x) * n, n);
     if (threadIdx.x == 0) {
         token[blockIdx.x] = idx;
         pos[slots[blockIdx.x]] += 1;
     }
-}
-
-// ops.cu's split-K decode attention with a batch dimension: grid (n_head, n_split, B).
-template <int ND>
-__global__ void __launch_bounds__(32 * k_attn_warps)
-    attn_batch_partial_kernel(const float* q_all, int64_t q_stride, const __half* kc_base, const __half* vc_base,
-                              int64_t slot_stride, const int32_t* pos_arr, const int32_t* slots, int n_head,
-                              int n_head_kv, int hd, float* partial_all) {
-    const int b = blockIdx.z, slot = slots[b];
-    attn_partial_block<ND>(q_all + int64_t(b) * q_stride, kc_base + int64_t(slot) * slot_stride,
-                           vc_base + int64_t(slot) * slot_stride, n_head, n_head_kv, hd, pos_arr[slot] + 1, blockIdx.x,
-                           blockIdx.y, gridDim.y, partial_all + int64_t(b) * n_head * gridDim.y * (hd + 2));
-}
-
-// Grid (n_head, B).
-__global__ void attn_batch_combine_kernel(const float* partial_all, int n_head, int n_split, int hd, float* out_all) {
-    const int h = blockIdx.x, b = blockIdx.y;
-    const float* p = partial_all + (int64_t(b) * n_head + h) * n_split * (hd + 2);
-    float* out = out_all + int64_t(b) * n_head * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) out[h * hd + d] = attn_merge(p, n_split, hd, d);
 }
 
 unsigned grid_for(int64_t work, int threads) {
@@ -267,70 +229,38 @@ void launch_dequant_f16(const gpu_weight& w, int64_t r0, int64_t n_rows, uint16_
 }
 
 void launch_embed_rows(const gpu_weight& w, const int32_t* tokens, int n, float* x, cudaStream_t s) {
-    embed_rows_kernel<<<grid_for(int64_t(n) * (w.n_in / 8), 256), 256, 0, s>>>(w, tokens, n, x);
+    launch(embed_rows_kernel, grid_for(int64_t(n) * (w.n_in / 8), 256), 256, s, w, tokens, n, x);
 }
 
-void launch_rms_norm_rows(const float* x, const float* w, int n_rows, int n, float eps, uint16_t* out_h, float* out,
-                          int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
-    auto* oh = reinterpret_cast<__half*>(out_h);
-    if (!out_h && xq && q_block == 256 && n % 256 == 0)
-        rms_norm_rows_kernel<8><<<unsigned(n_rows), 1024, 0, s>>>(x, w, n, eps, oh, out, xq, xd, xs);
-    else
-        rms_norm_rows_kernel<1>
-            <<<unsigned(n_rows), 1024, 0, s>>>(x, w, n, eps, oh, out, n % 32 == 0 ? xq : nullptr, xd, xs);
+void launch_rms_norm_rows(const float* x, const float* w, int n_rows, int n, float eps, uint16_t* out_h,
+                          cudaStream_t s) {
+    rms_norm_rows_kernel<<<unsigned(n_rows), 1024, 0, s>>>(x, w, n, eps, reinterpret_cast<__half*>(out_h));
 }
 
 void launch_quantize_rows(const float* x, int n_rows, int64_t n, int q_block, int8_t* xq, float* xd, float* xs,
                           cudaStream_t s) {
     const int64_t total = int64_t(n_rows) * n;
     if (q_block == 256 && n % 256 == 0)
-        quantize_flat_kernel<8><<<grid_for(total / 8, 256), 256, 0, s>>>(x, total, xq, xd, xs);
+        quantize_rows_kernel<8><<<grid_for(total / 8, 256), 256, 0, s>>>(x, n_rows, n, xq, xd, xs);
     else
-        quantize_flat_kernel<1><<<grid_for(total, 256), 256, 0, s>>>(x, total, xq, xd, xs);
+        quantize_rows_kernel<1><<<grid_for(total, 256), 256, 0, s>>>(x, n_rows, n, xq, xd, xs);
 }
 
-void launch_rope_kv_rows(float* qkv, int n_rows, const float* bias, const rope_params& p, int pos0, const int32_t* pos,
-                         const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache, uint16_t* q_h,
-                         cudaStream_t s) {
-    rope_kv_rows_kernel<<<unsigned(n_rows), 256, 0, s>>>(
-        qkv, bias, p, pos0, pos, slots, slot_stride, reinterpret_cast<__half*>(k_cache),
-        reinterpret_cast<__half*>(v_cache), reinterpret_cast<__half*>(q_h));
+void launch_rope_kv_rows(float* qkv, int n_rows, const float* bias, const rope_params& p, int pos0, uint16_t* k_cache,
+                         uint16_t* v_cache, uint16_t* q_h, cudaStream_t s) {
+    rope_kv_rows_kernel<<<unsigned(n_rows), 256, 0, s>>>(qkv, bias, p, pos0, reinterpret_cast<__half*>(k_cache),
+                                                         reinterpret_cast<__half*>(v_cache),
+                                                         reinterpret_cast<__half*>(q_h));
 }
 
-void launch_swiglu_rows(const float* gu, int n_rows, int64_t n_ff, uint16_t* out_h, float* out, int q_block, int8_t* xq,
-                        float* xd, float* xs, cudaStream_t s) {
+void launch_swiglu_rows(const float* gu, int n_rows, int64_t n_ff, uint16_t* out_h, cudaStream_t s) {
     swiglu_rows_kernel<<<grid_for(int64_t(n_rows) * n_ff, 256), 256, 0, s>>>(gu, n_rows, n_ff,
-                                                                             reinterpret_cast<__half*>(out_h), out);
-    if (!out_h && xq && n_ff % 32 == 0) launch_quantize_rows(out, n_rows, n_ff, q_block, xq, xd, xs, s);
+                                                                             reinterpret_cast<__half*>(out_h));
 }
 
 void launch_argmax_rows(const float* logits, int n_rows, int n, int32_t* token, int32_t* pos, const int32_t* slots,
                         cudaStream_t s) {
-    argmax_rows_kernel<<<unsigned(n_rows), 1024, 0, s>>>(logits, n, token, pos, slots);
-}
-
-void launch_attention_batch(const float* q, int64_t q_stride, int n_rows, const uint16_t* k_cache,
-                            const uint16_t* v_cache, int64_t slot_stride, const int32_t* pos, const int32_t* slots,
-                            int n_head, int n_head_kv, int head_dim, int n_split, float* partial, float* out,
-                            cudaStream_t s) {
-    const dim3 grid{unsigned(n_head), unsigned(n_split), unsigned(n_rows)};
-    const auto* kc = reinterpret_cast<const __half*>(k_cache);
-    const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (head_dim + 31) / 32;
-#define MEMTILE_ATTN_BATCH(ND)                                                                                     \
-    attn_batch_partial_kernel<ND><<<grid, 32 * k_attn_warps, 0, s>>>(q, q_stride, kc, vc, slot_stride, pos, slots, \
-                                                                     n_head, n_head_kv, head_dim, partial)
-    if (nd <= 1)
-        MEMTILE_ATTN_BATCH(1);
-    else if (nd <= 2)
-        MEMTILE_ATTN_BATCH(2);
-    else if (nd <= 4)
-        MEMTILE_ATTN_BATCH(4);
-    else
-        MEMTILE_ATTN_BATCH(8);
-#undef MEMTILE_ATTN_BATCH
-    attn_batch_combine_kernel<<<dim3(unsigned(n_head), unsigned(n_rows)), 128, 0, s>>>(partial, n_head, n_split,
-                                                                                       head_dim, out);
+    launch(argmax_rows_kernel, unsigned(n_rows), 1024, s, logits, n, token, pos, slots);
 }
 
 }  // namespace memtile::cuda

@@ -59,6 +59,7 @@ constexpr int k_max_prefill = 1024;  // tokens per pass (longer prompts: several
 
 void set_prefill_options(const prefill_options& o) {
     g_options = o;
+    set_mma_unroll(o.mma_unroll);
 }
 prefill_options get_prefill_options() {
     return g_options;
@@ -156,15 +157,15 @@ struct prefill_pass::impl {
             const auto& L = m.layers[il];
             uint16_t* k_l = kc + il * layer_stride;
             uint16_t* v_l = vc + il * layer_stride;
-            launch_rms_norm_rows(x, L.attn_norm, n, int(E), c.norm_eps, xh, nullptr, 32, nullptr, nullptr, nullptr, s);
+            launch_rms_norm_rows(x, L.attn_norm, n, int(E), c.norm_eps, xh, s);
             for (const auto& p : L.qkv) gemm(p.w, xh, n, qkv + p.offset, QKV, false);
-            launch_rope_kv_rows(qkv, n, L.bias, rp, pos0, nullptr, nullptr, 0, k_l, v_l, qh, s);
+            launch_rope_kv_rows(qkv, n, L.bias, rp, pos0, k_l, v_l, qh, s);
             launch_attention_prefill(qh, k_l, v_l, n, pos0, int(c.n_head), int(c.n_head_kv), int(c.head_dim), atth,
                                      g_options.reference_attention, s);
             gemm(L.wo, atth, n, x, E, true);
-            launch_rms_norm_rows(x, L.ffn_norm, n, int(E), c.norm_eps, xh, nullptr, 32, nullptr, nullptr, nullptr, s);
+            launch_rms_norm_rows(x, L.ffn_norm, n, int(E), c.norm_eps, xh, s);
             for (const auto& p : L.gate_up) gemm(p.w, xh, n, gu + p.offset, 2 * F, false);
-            launch_swiglu_rows(gu, n, F, xh, nullptr, 32, nullptr, nullptr, nullptr, s);
+            launch_swiglu_rows(gu, n, F, xh, s);
             gemm(L.down, xh, n, x, E, true);
         }
         if (!last) return;
@@ -437,26 +438,23 @@ private:
             const auto& L = m_.layers[il];
             uint16_t* kc = k_cache_ + il * layer_kv_;
             uint16_t* vc = v_cache_ + il * layer_kv_;
-            launch_rms_norm_rows(x_, L.attn_norm, b, int(E), c.norm_eps, nullptr, xn_, consumers_q_block(L.qkv), xq_,
-                                 xd_, xs_, s);
+            launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_, xs_,
+                                  s);
             for (const auto& p : L.qkv)
                 launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
-            launch_rope_kv_rows(qkv_, b, L.bias, rp, 0, pos, slots, slot_stride_, kc, vc, nullptr, s);
-            launch_attention_batch(qkv_, QKV, b, kc, vc, slot_stride_, pos, slots, int(c.n_head), int(c.n_head_kv),
-                                   int(c.head_dim), n_split_, partial_, att_, s);
-            if (matvec_uses_int8(L.wo.type))
-                launch_quantize_rows(att_, b, Q, consumers_q_block({{L.wo, 0}}), xq_, xd_, xs_, s);
+            launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
+                                   matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
-            launch_rms_norm_rows(x_, L.ffn_norm, b, int(E), c.norm_eps, nullptr, xn_, consumers_q_block(L.gate_up), xq_,
-                                 xd_, xs_, s);
+            launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_, xd_,
+                                  xs_, s);
             for (const auto& p : L.gate_up)
                 launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
-            launch_swiglu_rows(gu_, b, F, nullptr, xn_, consumers_q_block({{L.down, 0}}),
-                               matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
+            launch_swiglu_batch(gu_, b, F, xn_, consumers_q_block({{L.down, 0}}),
+                                matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
             launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
         }
-        launch_rms_norm_rows(x_, m_.output_norm, b, int(E), c.norm_eps, nullptr, xn_,
-                             consumers_q_block({{m_.output, 0}}), xq_, xd_, xs_, s);
+        launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}), xq_,
+                              xd_, xs_, s);
         launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
         launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, s);
     }
