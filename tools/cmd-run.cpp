@@ -103,6 +103,7 @@ public:
         if (verbose_) {
             fmt::print(stderr, "[memtile] model {} ({} {}, ctx {}, KV {}) on {}\n", path, cfg.arch,
                        format_bytes(mm.weight_bytes), ex->n_ctx(), model_.kv_type, ex->describe());
+            fmt::print(stderr, "[memtile] sampling on the {}\n", ex->device_sampler() ? "GPU" : "host");
             fmt::print(stderr,
                        "[memtile] load {:.1f} ms, time to first token {:.1f} ms, prefill {:.1f} ms, decode "
                        "{:.1f} ms\n",

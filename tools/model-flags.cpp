@@ -36,10 +36,14 @@ void model_flags::add_device(CLI::App* sub, bool with_gpu_layers) {
                         "With --device cuda: run only the last N layers (and the output) on the GPU, the rest on "
                         "the CPU (default: all)")
             ->check(CLI::Range(0, 1 << 20));
+    if (with_gpu_layers)
+        sub->add_flag("--host-sampling", host_sampling,
+                      "With --device cuda: copy the logits back and sample on the host (default: on the GPU)");
 }
 
 executor_options model_flags::executor_opts() const {
     if (gpu_layers >= 0 && device != "cuda") fail("cli", "--gpu-layers needs --device cuda");
+    if (host_sampling && device != "cuda") fail("cli", "--host-sampling needs --device cuda");
     executor_options o;
     o.device = device;
     o.n_ctx = ctx;
@@ -48,6 +52,7 @@ executor_options model_flags::executor_opts() const {
     o.cpus = cpu_ids();
     o.model = options();
     o.gpu_layers = gpu_layers;
+    o.host_sampling = host_sampling;
     return o;
 }
 

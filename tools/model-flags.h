@@ -21,11 +21,13 @@ struct model_flags {
     std::string repack = "off";
     std::string cpu_mask;  // e.g. "0,2-3": pin thread i to the i-th CPU (empty: no pinning)
     std::string device = "cpu";
-    int gpu_layers = -1;  // --gpu-layers (-1: all)
+    int gpu_layers = -1;         // --gpu-layers (-1: all)
+    bool host_sampling = false;  // --host-sampling
 
-    void add(CLI::App* sub, bool with_threads = true);            // bench has its own -t (a list)
-    void add_device(CLI::App* sub, bool with_gpu_layers = true);  // --device cpu|cuda [--gpu-layers N]
-    std::string memory_mode() const;                              // "mmap", "no-mmap+prefault", ...
+    void add(CLI::App* sub, bool with_threads = true);  // bench has its own -t (a list)
+    // --device cpu|cuda [--gpu-layers N --host-sampling]
+    void add_device(CLI::App* sub, bool with_gpu_layers = true);
+    std::string memory_mode() const;  // "mmap", "no-mmap+prefault", ...
     std::string model_path() const;
     model_options options() const;
     executor_options executor_opts() const;  // everything above, for executor::open

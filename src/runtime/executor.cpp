@@ -46,9 +46,9 @@ private:
     forward_context ctx_;
 };
 
-class cuda_executor final : public executor {
+class cuda_executor final : public executor, public device_sampling {
 public:
-    cuda_executor(const std::string& path, const executor_options& o) {
+    cuda_executor(const std::string& path, const executor_options& o) : host_sampling_(o.host_sampling) {
         cuda::require_device();
         if (o.kv_type != dtype::f16)
             fail("cuda", "the CUDA backend keeps its KV cache in f16 (--kv-type f32 is CPU only)");
@@ -71,8 +71,15 @@ public:
     std::string device() const override { return "cuda"; }
     std::string describe() const override { return "cuda: " + cuda::device_description() + "; " + dec_->summary(); }
     int threads() const override { return 0; }
+    device_sampling* device_sampler() override { return host_sampling_ ? nullptr : this; }
+    void append(std::span<const int32_t> tokens) override {
+        check_append(cfg_, dec_->used(), n_ctx_, tokens);
+        dec_->append(tokens);
+    }
+    int32_t sample(const sampling_draw& d) override { return dec_->sample(d); }
 
 private:
+    bool host_sampling_ = false;
     std::shared_ptr<gguf_file> file_;
     model_config cfg_;
     std::unique_ptr<cuda::decoder> dec_;

@@ -16,6 +16,7 @@
 namespace memtile {
 
 class gguf_file;
+struct sampling_draw;
 
 struct executor_options {
     std::string device = "cpu";  // "cpu" or "cuda"
@@ -27,6 +28,8 @@ struct executor_options {
     // With device cuda: how many of the last layers (and the output) run on the GPU; the CPU runs the others
     // (for models that do not fit in GPU memory). -1 or >= n_layer: all; 0: none (the CPU engine alone).
     int gpu_layers = -1;
+    // With device cuda: copy the logits back and sample on the host (the reference path) instead of on the GPU.
+    bool host_sampling = false;
 };
 
 // The CPU thread count o asks for (validated against o.cpus).
@@ -34,6 +37,18 @@ int executor_threads(const executor_options& o);
 // The checks of the CPU engine's forward(), for backends that have none of their own: at least one token, room
 // in the context, ids inside the vocabulary. Throws memtile::error naming the problem.
 void check_append(const model_config& c, uint32_t used, uint32_t n_ctx, std::span<const int32_t> tokens);
+
+// Optional capability of a GPU executor: the logits stay on the device and the draw is done there, so a decode
+// step returns one token id instead of [n_vocab] floats. memtile::sampler stays the reference and the fallback
+// (the CPU engine, --gpu-layers, --host-sampling).
+class device_sampling {
+public:
+    virtual ~device_sampling() = default;
+    // As executor::forward(), but the logits stay on the device.
+    virtual void append(std::span<const int32_t> tokens) = 0;
+    // The token sampler::sample() would draw from those logits; d from sampler::next_draw().
+    virtual int32_t sample(const sampling_draw& d) = 0;
+};
 
 class executor {
 public:
@@ -51,6 +66,8 @@ public:
     virtual std::string device() const = 0;        // "cpu", "cuda"
     virtual std::string describe() const = 0;      // one line: kernels and threads, or the GPU and its memory
     virtual int threads() const = 0;               // CPU threads in use (0 for a GPU executor)
+    // The device-sampling capability, or null (the host samples the logits forward() returns).
+    virtual device_sampling* device_sampler() { return nullptr; }
 };
 
 }  // namespace memtile

@@ -28,8 +28,24 @@ generation_result generate(executor& ctx, const tokenizer* tok, sampler& smp, co
     r.n_prompt = int(prompt.size());
     for (int32_t t : prompt) smp.accept(t);
 
+    // GPU executors sample their device-resident logits (the same pipeline and rng stream as smp.sample()).
+    device_sampling* ds = ctx.device_sampler();
+    sampling_draw draw;
+    std::span<const float> logits;
+    auto advance = [&](std::span<const int32_t> tokens) {
+        if (ds)
+            ds->append(tokens);
+        else
+            logits = ctx.forward(tokens);
+    };
+    auto next_token = [&] {
+        if (!ds) return smp.sample(logits);
+        smp.next_draw(draw);
+        return ds->sample(draw);
+    };
+
     const auto t0 = clock_type::now();
-    std::span<const float> logits = ctx.forward(prompt);
+    advance(prompt);
     r.prefill_ms = ms_since(t0);
     if (o.n_predict == 0) {
         r.stop_reason = "length";
@@ -48,7 +64,7 @@ generation_result generate(executor& ctx, const tokenizer* tok, sampler& smp, co
     };
     const auto t_decode = clock_type::now();
     for (int i = 0; i < o.n_predict; i++) {
-        const int32_t id = smp.sample(logits);
+        const int32_t id = next_token();
         if (i == 0) r.ttft_ms = ms_since(t0);
         if (!o.ignore_eos && tok && tok->is_eog(id)) {
             r.stop_reason = "eos";
@@ -84,7 +100,7 @@ generation_result generate(executor& ctx, const tokenizer* tok, sampler& smp, co
             r.stop_reason = "context";
             break;
         }
-        logits = ctx.forward(std::span<const int32_t>(&id, 1));
+        advance(std::span<const int32_t>(&id, 1));
     }
     if (r.stop_reason.empty()) r.stop_reason = "length";
     if (r.stop_reason != "stop" && r.stop_reason != "cancel") emit(pending + (dec ? dec->flush() : ""), -1);

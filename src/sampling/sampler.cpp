@@ -19,6 +19,22 @@ void sampler::accept(int32_t token) {
     while (int(recent_.size()) > p_.repeat_last_n) recent_.pop_front();
 }
 
+void sampler::next_draw(sampling_draw& d) {
+    d.params = p_;
+    d.penalty_ids.clear();
+    d.penalty_counts.clear();
+    const bool penalise = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    if (penalise && !recent_.empty()) {
+        std::unordered_map<int32_t, int> counts;
+        for (int32_t t : recent_) counts[t]++;
+        for (const auto& [t, n] : counts) {
+            d.penalty_ids.push_back(t);
+            d.penalty_counts.push_back(n);
+        }
+    }
+    d.u = p_.temperature > 0 ? rng_.uniform() : 0.0;
+}
+
 int32_t sampler::sample(std::span<const float> logits) {
     if (logits.empty()) fail("sampling", "no logits to sample from");
     cand_.resize(logits.size());

@@ -24,10 +24,24 @@ struct sampling_params {
     uint64_t seed = 0;
 };
 
+// One draw of sampler::sample() as a device implementation needs it (the CUDA executor samples its
+// device-resident logits): the parameters, the penalties of the recent window as distinct ids with their
+// occurrence counts (empty when no penalty is active), and the uniform number sample() would take from the
+// seed's stream. The number is taken only when temperature > 0, as sample() does, so that host and device
+// draws from one seed consume the same stream and give the same tokens.
+struct sampling_draw {
+    sampling_params params;
+    std::vector<int32_t> penalty_ids;     // distinct ids of the recent window
+    std::vector<int32_t> penalty_counts;  // occurrences of penalty_ids[i] in the window
+    double u = 0;                         // uniform in [0, 1); 0 when temperature <= 0
+};
+
 class sampler {
 public:
     explicit sampler(const sampling_params& p);
     int32_t sample(std::span<const float> logits);
+    // Fills d for the next draw instead of sampling on the host (advances the stream as sample() would).
+    void next_draw(sampling_draw& d);
     void accept(int32_t token);  // records a token (prompt or generated) for the penalties
     const sampling_params& params() const { return p_; }
 

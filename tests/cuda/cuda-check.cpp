@@ -3,10 +3,11 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
-//                               [--sweep] [--diag] [--profile]
+//                               [--sweep] [--diag] [--profile] [--sampling]
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "quant/quant.h"
 #include "support/cuda-checks.h"
 #include "support/reference-model.h"
+#include "support/sampling-checks.h"
 
 using namespace memtile;
 
@@ -512,12 +514,127 @@ void bench_prefill_batch(const std::string& only) {
     }
 }
 
+// The GPU sampler against memtile::sampler: on given logits over the parameter sets, then through the decoder
+// (append + sample vs forward + the host sampler) on real models.
+void check_sampling(const std::vector<std::pair<std::string, std::string>>& models) {
+    for (const auto& [n_vocab, draws] : {std::pair<int, int>{1000, 20}, {32000, 10}, {128256, 4}}) {
+        try {
+            const auto c = test::compare_gpu_sampler(n_vocab, draws, uint64_t(n_vocab));
+            report(c.unexplained == 0 && c.near_boundary * 100 <= c.draws,
+                   fmt::format("sampler vocabulary {:>6}: {} draws ({} parameter sets), {} equal to the host sampler, "
+                               "{} differ near a boundary, {} otherwise {}",
+                               n_vocab, c.draws, test::sampler_param_sets().size(), c.equal, c.near_boundary,
+                               c.unexplained, c.first_unexplained));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("sampler vocabulary {}: {}", n_vocab, e.what()));
+        }
+    }
+    sampling_params greedy, greedy_pen, wide;
+    greedy.temperature = 0;
+    greedy_pen.temperature = 0;
+    greedy_pen.repeat_penalty = 1.3f;
+    wide.temperature = 1.2f;
+    wide.top_k = 0;
+    wide.top_p = 0.9f;
+    wide.presence_penalty = 0.5f;
+    wide.frequency_penalty = 0.1f;
+    const std::pair<const char*, sampling_params> sets[] = {
+        {"default", sampling_params{}}, {"greedy", greedy}, {"greedy+repeat", greedy_pen}, {"wide", wide}};
+    for (const auto& [name, path] : models)
+        for (const auto& [set, p0] : sets)
+            for (uint64_t seed : {1, 2, 3}) {
+                try {
+                    sampling_params p = p0;
+                    p.seed = seed;
+                    const auto r = test::compare_decoder_sampling(path, p, 64);
+                    report(r.first_mismatch < 0 || r.near_boundary,
+                           fmt::format("decoder sampling {} {} seed {}: {} tokens equal{}", name, set, seed, r.tokens,
+                                       r.first_mismatch < 0 ? ""
+                                       : r.near_boundary
+                                           ? fmt::format(", then a difference near a boundary at {}", r.first_mismatch)
+                                           : fmt::format(", then a DIFFERENCE at {}", r.first_mismatch)));
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("decoder sampling {} {}: {}", name, set, e.what()));
+                }
+            }
+}
+
+// Decode tok/s of one sequence (random Q4_K_M weights, host loop as memtile run drives it): greedy through the
+// graph's argmax, default sampling on the GPU, default sampling on the host (logits copied back), interleaved
+// in rounds; and the time of one GPU draw alone.
+void bench_sampling() {
+    for (const char* name : {"llama3.2-1b", "llama3-8b"}) {
+        try {
+            const auto& c = find_preset(name).config;
+            const int V = int(c.n_vocab);
+            auto ls = cuda::logits_sampler::create(V);
+            ls->set_logits(test::test_logits(V, 0, 1));
+            sampling_params p_def, p_all, p_greedy_pen;
+            p_all.top_k = 0;
+            p_greedy_pen.temperature = 0;
+            p_greedy_pen.repeat_penalty = 1.1f;
+            sampling_draw dd;
+            std::string per_draw;
+            for (const auto& [what, p] : {std::pair<const char*, sampling_params>{"default", p_def},
+                                          {"top-k off", p_all},
+                                          {"greedy+repeat", p_greedy_pen}}) {
+                sampler s(p);
+                for (int t = 0; t < 64; t++) s.accept(t * 7);
+                s.next_draw(dd);
+                per_draw += fmt::format(" {} {:.1f} us;", what, ls->bench(dd, 200) * 1e6);
+            }
+            auto d = cuda::decoder::random(c, file_type::q4_k_m, 1024, 11);
+            const int n = 128, rounds = 3;
+            double secs[3] = {0, 0, 0};
+            using clk = std::chrono::steady_clock;
+            for (int r = 0; r < rounds; r++)
+                for (int v = 0; v < 3; v++) {
+                    d->reset();
+                    sampler s(p_def);
+                    sampling_draw draw;
+                    const int32_t prompt[1] = {1};
+                    int32_t tok = 1;
+                    const auto t0 = clk::now();
+                    if (v == 0) {
+                        for (int i = 0; i < n; i++) tok = d->forward_greedy(tok);
+                    } else if (v == 1) {
+                        d->append(prompt);
+                        for (int i = 0; i < n; i++) {
+                            s.next_draw(draw);
+                            tok = d->sample(draw);
+                            s.accept(tok);
+                            d->append(std::span<const int32_t>(&tok, 1));
+                        }
+                    } else {
+                        auto logits = d->forward(1);
+                        for (int i = 0; i < n; i++) {
+                            tok = s.sample(logits);
+                            s.accept(tok);
+                            logits = d->forward(tok);
+                        }
+                    }
+                    secs[v] += std::chrono::duration<double>(clk::now() - t0).count();
+                }
+            const double g = rounds * n / secs[0], ds = rounds * n / secs[1], hs = rounds * n / secs[2];
+            fmt::print(
+                "  sampling {:<12} Q4_K_M random weights, vocabulary {}: decode tok/s greedy (graph argmax) "
+                "{:.1f}, default sampling on the GPU {:.1f} ({:.3f}x greedy), on the host {:.1f} ({:.3f}x "
+                "greedy); GPU over host {:.3f}x; one GPU draw:{}\n",
+                name, V, g, ds, ds / g, hs, hs / g, ds / hs, per_draw);
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench sampling {}: {}", name, e.what()));
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
+    bool sampling_only = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -545,6 +662,8 @@ int main(int argc, char** argv) {
             batch_bench = true;
         else if (a == "--profile-batch")
             profile_batch = true;
+        else if (a == "--sampling")
+            sampling_only = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -572,6 +691,24 @@ int main(int argc, char** argv) {
             d->make_batch(8, 64)->bench(8, 2, 0, 1);
         }
         return 0;
+    }
+    if (sampling_only) {
+        try {
+            std::filesystem::create_directories(tmp);
+            std::vector<std::pair<std::string, std::string>> models;
+            models.emplace_back("tiny-llama3", test::make_synthetic(tmp, "tiny-llama3", file_type::q4_k_m));
+            if (!stories.empty()) {
+                models.emplace_back("stories260K", tmp + "/stories260K.gguf");
+                import_llama2c(stories, models.back().second);
+            }
+            if (!kjv.empty()) models.emplace_back("memtile-kjv-q8_0", kjv);
+            check_sampling(models);
+            if (do_bench) bench_sampling();
+        } catch (const std::exception& e) {
+            report(false, e.what());
+        }
+        fmt::print("\n{} failure(s)\n", failures);
+        return failures == 0 ? 0 : 1;
     }
     try {
         std::filesystem::create_directories(tmp);

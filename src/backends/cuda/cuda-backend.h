@@ -24,7 +24,8 @@
 
 namespace memtile {
 class gguf_file;
-}
+struct sampling_draw;
+}  // namespace memtile
 
 namespace memtile::cuda {
 
@@ -71,6 +72,16 @@ double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, ui
 
 class batch_decoder;
 
+// The decoder's GPU sampler on logits given by the host: checks against memtile::sampler and its timing.
+class logits_sampler {
+public:
+    static std::unique_ptr<logits_sampler> create(int n_vocab);
+    virtual ~logits_sampler() = default;
+    virtual void set_logits(std::span<const float> logits) = 0;  // [n_vocab], uploaded
+    virtual int32_t sample(const sampling_draw& d) = 0;          // as decoder::sample()
+    virtual double bench(const sampling_draw& d, int reps) = 0;  // seconds per draw, incl. the copy back
+};
+
 // Process-wide knobs of the prefill pass and the batched decoder, for checks and benchmarks (defaults are the
 // fast paths); batched decoders read them when they first capture a batch size.
 struct prefill_options {
@@ -109,6 +120,14 @@ public:
     virtual uint32_t used() const = 0;
     virtual void reset() = 0;                      // empties the KV cache
     virtual void truncate(uint32_t n_tokens) = 0;  // forgets positions >= n_tokens (later steps overwrite them)
+
+    // Device sampling (run and chat on the GPU): appends tokens as forward() (one) or forward_prefill()
+    // (several) do, but the logits stay on the device (nothing is copied back).
+    virtual void append(std::span<const int32_t> tokens) = 0;
+    // The token memtile::sampler::sample() would draw from the last logits this decoder computed (forward,
+    // forward_prefill, forward_hidden or append): d's penalties, temperature, top-k, top-p, min-p and uniform
+    // number (sampler::next_draw), on the GPU (gpu-sampler.h); 4 bytes come back instead of the logits.
+    virtual int32_t sample(const sampling_draw& d) = 0;
 
     // Prefill: appends `tokens` at positions used().. in passes of up to 1024 tokens (weights dequantized
     // slice by slice to f16 and multiplied by cuBLAS on tensor cores, flash-style causal attention), writing

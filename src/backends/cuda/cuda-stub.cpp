@@ -49,6 +49,9 @@ void set_prefill_options(const prefill_options&) {}
 prefill_options get_prefill_options() {
     return {};
 }
+std::unique_ptr<logits_sampler> logits_sampler::create(int) {
+    not_compiled();
+}
 std::unique_ptr<decoder> decoder::load(std::shared_ptr<gguf_file>, uint32_t, uint32_t) {
     not_compiled();
 }

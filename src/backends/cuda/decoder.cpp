@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -48,6 +49,7 @@ public:
     }
     ~cuda_decoder() override {
         prefill_.reset();  // its cuBLAS handle uses stream_
+        sampler_.reset();  // so does the sampler
         if (exec_) cudaGraphExecDestroy(exec_);
         if (stream_) cudaStreamDestroy(stream_);
         if (host_io_) cudaFreeHost(host_io_);
@@ -201,16 +203,46 @@ public:
         return double(ms) / 1e3;
     }
 
+    void append(std::span<const int32_t> tokens) override {
+        if (tokens.size() == 1) {
+            step(tokens[0]);
+            return;
+        }
+        prefill_device(tokens);
+    }
+
+    int32_t sample(const sampling_draw& d) override {
+        if (used_ == 0) fail("cuda", "sample() before any token was appended");
+        if (!sampler_) sampler_ = std::make_unique<device_sampler>(int(cfg_.n_vocab), stream_);
+        // After a decode step the graph has already written argmax(logits) to io_[0] (the next step's token slot,
+        // which step() overwrites only from the host).
+        const int32_t id = sampler_->sample(logits_, d, argmax_ready_ ? io_ : nullptr);
+        unawaited_ = false;  // sample() waited for the stream
+        return id;
+    }
+
     std::span<const float> forward_prefill(std::span<const int32_t> tokens) override {
+        prefill_device(tokens);
+        check(cudaMemcpyAsync(logits_host_.data(), logits_, logits_host_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream_),
+              "copy logits");
+        check(cudaStreamSynchronize(stream_), "prefill");
+        return logits_host_;
+    }
+
+    // The prefill pass (or, for models it does not cover, decode steps) with the last logits left in logits_.
+    void prefill_device(std::span<const int32_t> tokens) {
         if (tokens.empty()) fail("cuda", "prefill of no tokens");
         if (first_layer_) fail("cuda", "prefill on the GPU needs every layer there (--gpu-layers all)");
         if (used_ + tokens.size() > n_ctx_)
             fail("cuda", "context overflow: {} + {} tokens exceed the context of {}", used_, tokens.size(), n_ctx_);
         const model_view v = view();
         if (!prefill_pass::supported(v)) {
-            std::span<const float> last;
-            for (int32_t t : tokens) last = forward(t);
-            return last;
+            for (int32_t t : tokens) {
+                step(t);
+                check(cudaStreamSynchronize(stream_), "decode step");  // step() reuses the pinned host_io_
+            }
+            return;
         }
         for (int32_t t : tokens)
             if (t < 0 || uint32_t(t) >= cfg_.n_vocab)
@@ -218,12 +250,8 @@ public:
         if (!prefill_) prefill_ = std::make_unique<prefill_pass>(v, stream_);
         const int64_t layer_kv = int64_t(n_ctx_) * cfg_.kv_dim();
         prefill_->run(tokens, k_cache_, v_cache_, layer_kv, int(used_), logits_);
-        check(cudaMemcpyAsync(logits_host_.data(), logits_, logits_host_.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                              stream_),
-              "copy logits");
-        check(cudaStreamSynchronize(stream_), "prefill");
+        argmax_ready_ = false;
         used_ += uint32_t(tokens.size());
-        return logits_host_;
     }
 
     double bench_prefill(int n_tokens, int reps) override {
@@ -419,11 +447,15 @@ private:
         if (used_ >= n_ctx_) fail("cuda", "context overflow: {} tokens fill the context of {}", used_, n_ctx_);
         if (token < 0 || uint32_t(token) >= cfg_.n_vocab)
             fail("cuda", "token id {} is outside the vocabulary (0..{})", token, cfg_.n_vocab - 1);
+        // append() leaves a step unawaited: its copy from the pinned host_io_ may still be pending.
+        if (unawaited_) check(cudaStreamSynchronize(stream_), "decode step");
         host_io_[0] = token;
         host_io_[1] = int32_t(used_);
         check(cudaMemcpyAsync(io_, host_io_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "copy token");
         ensure_graph();
         check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+        argmax_ready_ = true;
+        unawaited_ = true;
         used_++;
     }
 
@@ -450,6 +482,9 @@ private:
     int n_split_ = 1;
     std::vector<float> logits_host_;
     std::unique_ptr<prefill_pass> prefill_;
+    std::unique_ptr<device_sampler> sampler_;
+    bool argmax_ready_ = false;  // io_[0] holds argmax(logits_) (the decode graph ran last)
+    bool unawaited_ = false;     // a step was launched and the stream not waited for since
 };
 
 source source_of(const gguf_tensor_info& t) {
