@@ -76,17 +76,24 @@ void check_batch_products() {
         std::string where;
         const bool k_quant = t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
         try {
-            for (const auto& sh : shapes) {
-                if (sh[0] == 352 && k_quant) continue;
-                const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
-                for (int nb : {2, 5, 8, 9, 16}) {
-                    const double e = cuda::check_batch_products(t, n_in, sh[1], nb, uint64_t(nb) * 7 + 1);
-                    if (e >= worst) {
-                        worst = e;
-                        where = fmt::format("{}x{} B={}", sh[1], n_in, nb);
+            // Q4_0: both row-wise kernels (ldmatrix, and quad shuffles: an A/B option of the batch benchmark).
+            for (int v = 0; v < (t == dtype::q4_0 ? 2 : 1); v++) {
+                cuda::prefill_options o;
+                o.mma_q4_0_shuffles = v == 1;
+                cuda::set_prefill_options(o);
+                for (const auto& sh : shapes) {
+                    if (sh[0] == 352 && k_quant) continue;
+                    const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
+                    for (int nb : {2, 5, 8, 9, 16}) {
+                        const double e = cuda::check_batch_products(t, n_in, sh[1], nb, uint64_t(nb) * 7 + 1);
+                        if (e >= worst) {
+                            worst = e;
+                            where = fmt::format("{}x{} B={}{}", sh[1], n_in, nb, v ? " shuffles" : "");
+                        }
                     }
                 }
             }
+            cuda::set_prefill_options({});
             const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
             report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
                                              "tol {:.0e}",
@@ -434,16 +441,20 @@ void bench_batch_decode(const std::string& only) {
             auto d = cuda::decoder::random(preset.config, ft, 512, 11);
             const double single = 128 / d->bench_decode(128, 16, 1);
             fmt::print("  {:<7} single-sequence graph {:.1f} tok/s\n", file_type_name(ft), single);
-            // Default, 8 units in flight, and the fragment-layout weight loads of the previous kernels (before).
-            for (int variant : {0, 8, -1}) {
+            // Default, 8 units in flight, the fragment-layout weight loads of the previous kernels (before), and
+            // for Q4_0 the quad-shuffle kernel (the first row-wise one).
+            for (int variant : {0, 8, -1, -2}) {
+                if (variant == -2 && ft != file_type::q4_0) continue;
                 cuda::prefill_options o;
-                o.mma_unroll = variant > 0 ? variant : 0;
-                o.mma_fragment_loads = variant < 0;
+                o.mma_unroll = variant == 8 ? 8 : 0;
+                o.mma_fragment_loads = variant == -1;
+                o.mma_q4_0_shuffles = variant == -2;
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
-                fmt::print("          {}:", variant < 0   ? std::string("fragment loads")
-                                            : variant > 0 ? "unroll " + std::to_string(variant)
-                                                          : std::string("default"));
+                fmt::print("          {}:", variant == -2   ? std::string("quad shuffles")
+                                            : variant == -1 ? std::string("fragment loads")
+                                            : variant > 0   ? "unroll " + std::to_string(variant)
+                                                            : std::string("default"));
                 for (int b : {1, 2, 4, 8, 16}) {
                     const double bs = batch->bench(b, 64, 8, 1);
                     fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);

@@ -13,8 +13,10 @@
 // elements 8t..8t+7 (one 8-byte load per row), Q4_0 elements 4t..4t+3 and 16+4t.. (its nibble order).
 //
 // The int8 activations are group-major (prefill-kernels.h), so the 8 sequences' bytes of one group that a
-// B-fragment load reads are adjacent. Measured limit (ncu, docs/cuda.md): the L1/LSU path, as each weight
-// load of this fragment layout touches 8 rows (cache lines) for 4-8 bytes per lane.
+// B-fragment load reads are adjacent. Weights: loading the fragment layout directly touches 8 rows (cache
+// lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda.md); Q8_0, Q4_0, F16 and
+// BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
+// (Q8_0), ldmatrix from shared memory (Q4_0) or not at all (F16/BF16: no scales, any shared k order).
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
@@ -30,6 +32,7 @@ using detail::griddep_wait;
 constexpr int k_warps = 8;
 int g_unroll = 0;               // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
 bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layout (before), for A/B only
+bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
 
 __device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -68,6 +71,25 @@ __device__ __forceinline__ void quad_transpose(const int4& v, int (&o)[4], int t
     }
 }
 
+// float(c) for |c| < 2^22 without a conversion instruction: c added to the mantissa of 1.5 * 2^23, exact.
+__device__ __forceinline__ float int_to_float_exact(int c) {
+    return __int_as_float(0x4B400000 + c) - 12582912.0f;
+}
+template <bool Exact>
+__device__ __forceinline__ float to_float(int c) {
+    return Exact ? int_to_float_exact(c) : float(c);
+}
+
+// Four 8x8 b16 matrices from shared memory (row addresses from lanes 8m..8m+7 for matrix m): o[m] = row
+// lane / 4, bytes 4 (lane % 4).. of matrix m.
+__device__ __forceinline__ void ldmatrix_x4(const void* row, int (&o)[4]) {
+    const unsigned a = unsigned(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3])
+                 : "r"(a)
+                 : "memory");
+}
+
 __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
     const __half2 h = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t*>(&h);
@@ -81,7 +103,9 @@ __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
 // 64 bytes of each row, each lane loads 16 contiguous bytes of its two rows (a quad: 64 bytes of one row, so a
 // warp load touches 8 lines for 512 bytes instead of 128) and the quad exchanges words by shuffles to form
 // the fragments; without RW the lanes load the fragment layout directly (rows not a multiple of 64 bytes).
-template <dtype T, int NT, int KU, bool RW>
+// LDSM (row-wise Q4_0): fragments by ldmatrix from shared memory instead of quad shuffles, and integer dots
+// converted by an exact add instead of I2F (measured together: Q4_0 B=8 5.23x vs 4.85x, docs/cuda.md).
+template <dtype T, int NT, int KU, bool RW, bool LDSM>
 __global__ void __launch_bounds__(32 * k_warps)
     matvec_mma_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                       float* y, int64_t y_stride, int accumulate) {
@@ -114,10 +138,10 @@ __global__ void __launch_bounds__(32 * k_warps)
     // Applies one group's integer dots: acc += sA/sB (row scale) * xd[seq][grp] * dot - mA/mB * xs[seq][grp].
     auto apply = [&](int nt, const int(&c)[4], float sA, float sB, float mA, float mB, int grp) {
         const float d0 = xd[grp * nb + cs[nt][0]], d1 = xd[grp * nb + cs[nt][1]];
-        acc[nt][0] += sA * d0 * float(c[0]);
-        acc[nt][1] += sA * d1 * float(c[1]);
-        acc[nt][2] += sB * d0 * float(c[2]);
-        acc[nt][3] += sB * d1 * float(c[3]);
+        acc[nt][0] += sA * d0 * to_float<LDSM>(c[0]);
+        acc[nt][1] += sA * d1 * to_float<LDSM>(c[1]);
+        acc[nt][2] += sB * d0 * to_float<LDSM>(c[2]);
+        acc[nt][3] += sB * d1 * to_float<LDSM>(c[3]);
         if (mA != 0.0f || mB != 0.0f) {
             const float s0 = xs[grp * nb + cs[nt][0]], s1 = xs[grp * nb + cs[nt][1]];
             acc[nt][0] -= mA * s0;
@@ -189,6 +213,7 @@ __global__ void __launch_bounds__(32 * k_warps)
         const uint16_t* dA = w.d + rA * ng;
         const uint16_t* dB = w.d + rB * ng;
         const int n_u = ng / 4;
+        __shared__ int4 tr[LDSM ? k_warps : 1][KU][2][32];  // LDSM: [warp][unit][rows g / g + 8][row * 4 + slot]
         for (int u0 = warp; u0 < n_u; u0 += k_warps * KU) {
             int4 wa[KU], wb[KU];
             uint2 da[KU], db[KU];
@@ -205,8 +230,20 @@ __global__ void __launch_bounds__(32 * k_warps)
                 const int u = u0 + i * k_warps;
                 if (u >= n_u) break;
                 int oa[4], ob[4];
-                quad_transpose(wa[i], oa, t);
-                quad_transpose(wb[i], ob, t);
+                if constexpr (LDSM) {
+                    // Row g's 4 groups at slots t ^ ((g / 2) % 4) of its 64 bytes (8 ldmatrix rows 64 bytes
+                    // apart hit distinct banks), then matrix m = group m of the 8 rows.
+                    __syncwarp();  // the previous iteration's ldmatrix of this buffer is done
+                    tr[warp][i][0][g * 4 + (t ^ ((g >> 1) & 3))] = wa[i];
+                    tr[warp][i][1][g * 4 + (t ^ ((g >> 1) & 3))] = wb[i];
+                    __syncwarp();
+                    const int m = lane >> 3, r = lane & 7, slot = r * 4 + (m ^ ((r >> 1) & 3));
+                    ldmatrix_x4(&tr[warp][i][0][slot], oa);
+                    ldmatrix_x4(&tr[warp][i][1][slot], ob);
+                } else {
+                    quad_transpose(wa[i], oa, t);
+                    quad_transpose(wb[i], ob, t);
+                }
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int grp = 4 * u + j;
@@ -546,28 +583,28 @@ __global__ void __launch_bounds__(32 * k_warps)
     }
 }
 
-template <dtype T, int NT, int KU, bool RW>
+template <dtype T, int NT, int KU, bool RW, bool LDSM>
 void launch_shape(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
     const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    detail::launch(matvec_mma_kernel<T, NT, KU, RW>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride,
+    detail::launch(matvec_mma_kernel<T, NT, KU, RW, LDSM>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride,
                    accumulate ? 1 : 0);
 }
 
 // KS or KL units in flight (large: KL).
-template <dtype T, bool RW, int KS, int KL>
+template <dtype T, bool RW, int KS, int KL, bool LDSM = false>
 void launch_units(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s, bool large) {
     if (nb <= 8) {
         if (large)
-            launch_shape<T, 1, KL, RW>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+            launch_shape<T, 1, KL, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
         else
-            launch_shape<T, 1, KS, RW>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+            launch_shape<T, 1, KS, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
     } else {
         if (large)
-            launch_shape<T, 2, KL, RW>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+            launch_shape<T, 2, KL, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
         else
-            launch_shape<T, 2, KS, RW>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+            launch_shape<T, 2, KS, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
     }
 }
 
@@ -579,10 +616,15 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
         // flight: Q4_0 2 (8 groups; 4 needs 222 registers for 16 sequences) or 4 with unroll 8; others 4 or 8.
         const int64_t unit = T == dtype::q4_0 ? 128 : T == dtype::q8_0 ? 64 : 32;
         if (!g_fragment_loads && w.n_in % unit == 0) {
-            if constexpr (T == dtype::q4_0)
-                launch_units<T, true, 2, 4>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, g_unroll == 8);
-            else
-                launch_units<T, true, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, g_unroll == 8);
+            const bool large = g_unroll == 8;
+            if constexpr (T == dtype::q4_0) {
+                if (g_q4_0_shuffles)
+                    launch_units<T, true, 2, 4, false>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+                else
+                    launch_units<T, true, 2, 4, true>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+            } else {
+                launch_units<T, true, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+            }
             return;
         }
     }
@@ -595,9 +637,10 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
 
 }  // namespace
 
-void set_mma_unroll(int units, bool fragment_loads) {
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles) {
     g_unroll = units == 4 || units == 8 ? units : 0;
     g_fragment_loads = fragment_loads;
+    g_q4_0_shuffles = q4_0_shuffles;
 }
 
 bool matvec_mma_supported(const gpu_weight& w) {
