@@ -68,19 +68,32 @@ void check_prefill_batch(const std::string& name, const std::string& path, doubl
 // Batched tensor-core products vs the dp4a/FMA kernels, per weight type, over shapes and batch sizes.
 void check_batch_products() {
     const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
-    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}};
+    // The last shape (n_in 352 or 336) is not a whole number of the row-wise kernels' 64-byte units: it checks
+    // the fragment-layout kernels of Q8_0/Q4_0 (352) and F16/BF16 (336); K-quants skip it (n_in % 256).
+    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}, {352, 72}};
     for (dtype t : types) {
         double worst = 0;
         std::string where;
+        const bool k_quant = t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
         try {
-            for (const auto& sh : shapes)
-                for (int nb : {2, 5, 8, 9, 16}) {
-                    const double e = cuda::check_batch_products(t, sh[0], sh[1], nb, uint64_t(nb) * 7 + 1);
-                    if (e >= worst) {
-                        worst = e;
-                        where = fmt::format("{}x{} B={}", sh[1], sh[0], nb);
+            // Q4_0: both row-wise kernels (ldmatrix, and quad shuffles: an A/B option of the batch benchmark).
+            for (int v = 0; v < (t == dtype::q4_0 ? 2 : 1); v++) {
+                cuda::prefill_options o;
+                o.mma_q4_0_shuffles = v == 1;
+                cuda::set_prefill_options(o);
+                for (const auto& sh : shapes) {
+                    if (sh[0] == 352 && k_quant) continue;
+                    const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
+                    for (int nb : {2, 5, 8, 9, 16}) {
+                        const double e = cuda::check_batch_products(t, n_in, sh[1], nb, uint64_t(nb) * 7 + 1);
+                        if (e >= worst) {
+                            worst = e;
+                            where = fmt::format("{}x{} B={}{}", sh[1], n_in, nb, v ? " shuffles" : "");
+                        }
                     }
                 }
+            }
+            cuda::set_prefill_options({});
             const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
             report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
                                              "tol {:.0e}",
@@ -428,12 +441,20 @@ void bench_batch_decode(const std::string& only) {
             auto d = cuda::decoder::random(preset.config, ft, 512, 11);
             const double single = 128 / d->bench_decode(128, 16, 1);
             fmt::print("  {:<7} single-sequence graph {:.1f} tok/s\n", file_type_name(ft), single);
-            for (int unroll : {0, 8, 4}) {
+            // Default, 8 units in flight, the fragment-layout weight loads of the previous kernels (before), and
+            // for Q4_0 the quad-shuffle kernel (the first row-wise one).
+            for (int variant : {0, 8, -1, -2}) {
+                if (variant == -2 && ft != file_type::q4_0) continue;
                 cuda::prefill_options o;
-                o.mma_unroll = unroll;
+                o.mma_unroll = variant == 8 ? 8 : 0;
+                o.mma_fragment_loads = variant == -1;
+                o.mma_q4_0_shuffles = variant == -2;
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
-                fmt::print("          unroll {}:", unroll ? std::to_string(unroll) : std::string("default"));
+                fmt::print("          {}:", variant == -2   ? std::string("quad shuffles")
+                                            : variant == -1 ? std::string("fragment loads")
+                                            : variant > 0   ? "unroll " + std::to_string(variant)
+                                                            : std::string("default"));
                 for (int b : {1, 2, 4, 8, 16}) {
                     const double bs = batch->bench(b, 64, 8, 1);
                     fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);

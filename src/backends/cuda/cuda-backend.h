@@ -91,6 +91,8 @@ struct prefill_options {
     uint64_t dequant_chunk_bytes = 256ull << 20;
     bool reference_batch_products = false;  // batched decode: dp4a/FMA kernels instead of tensor-core MMA
     int mma_unroll = 0;                     // weight units in flight per warp of the MMA kernels: 8, 4, 0 = per format
+    bool mma_fragment_loads = false;        // Q8_0/Q4_0/F16/BF16 weights loaded in the fragment layout (A/B)
+    bool mma_q4_0_shuffles = false;         // Q4_0: quad shuffles instead of ldmatrix (the first row-wise kernel; A/B)
 };
 void set_prefill_options(const prefill_options& o);
 prefill_options get_prefill_options();

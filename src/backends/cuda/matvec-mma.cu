@@ -13,8 +13,10 @@
 // elements 8t..8t+7 (one 8-byte load per row), Q4_0 elements 4t..4t+3 and 16+4t.. (its nibble order).
 //
 // The int8 activations are group-major (prefill-kernels.h), so the 8 sequences' bytes of one group that a
-// B-fragment load reads are adjacent. Measured limit (ncu, docs/cuda.md): the L1/LSU path, as each weight
-// load of this fragment layout touches 8 rows (cache lines) for 4-8 bytes per lane.
+// B-fragment load reads are adjacent. Weights: loading the fragment layout directly touches 8 rows (cache
+// lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda.md); Q8_0, Q4_0, F16 and
+// BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
+// (Q8_0), ldmatrix from shared memory (Q4_0) or not at all (F16/BF16: no scales, any shared k order).
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
@@ -28,7 +30,9 @@ using detail::griddep_launch;
 using detail::griddep_wait;
 
 constexpr int k_warps = 8;
-int g_unroll = 0;  // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
+int g_unroll = 0;               // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
+bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layout (before), for A/B only
+bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
 
 __device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -48,6 +52,44 @@ __device__ __forceinline__ void mma_f16_k16(const uint32_t (&a)[4], uint32_t b0,
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 4x4 word transpose within a quad: lane t holds v = words 0..3 of group t (16 bytes of one row); on return
+// o[j] = word t of group j, the A-fragment word of lane t for group j. Two butterfly rounds of 2 shuffles.
+__device__ __forceinline__ void quad_transpose(const int4& v, int (&o)[4], int t) {
+    const bool odd = t & 1, hi = t & 2;
+    // Round 1 (lane t ^ 1): keep words k with k % 2 == t % 2 (e0: k = t % 2, e1: k = t % 2 + 2), send the others.
+    const int e0 = odd ? v.y : v.x, e1 = odd ? v.w : v.z;
+    const int f0 = __shfl_xor_sync(0xffffffffu, odd ? v.x : v.y, 1);  // group t ^ 1, word t % 2
+    const int f1 = __shfl_xor_sync(0xffffffffu, odd ? v.z : v.w, 1);  // group t ^ 1, word t % 2 + 2
+    // Round 2 (lane t ^ 2): keep word t of groups t, t ^ 1; receive word t of groups t ^ 2, t ^ 3.
+    const int g0 = __shfl_xor_sync(0xffffffffu, hi ? e0 : e1, 2);
+    const int g1 = __shfl_xor_sync(0xffffffffu, hi ? f0 : f1, 2);
+    const int k0 = hi ? e1 : e0, k1 = hi ? f1 : f0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int d = j ^ t;
+        o[j] = d == 0 ? k0 : d == 1 ? k1 : d == 2 ? g0 : g1;
+    }
+}
+
+// float(c) for |c| < 2^22 without a conversion instruction: c added to the mantissa of 1.5 * 2^23, exact.
+__device__ __forceinline__ float int_to_float_exact(int c) {
+    return __int_as_float(0x4B400000 + c) - 12582912.0f;
+}
+template <bool Exact>
+__device__ __forceinline__ float to_float(int c) {
+    return Exact ? int_to_float_exact(c) : float(c);
+}
+
+// Four 8x8 b16 matrices from shared memory (row addresses from lanes 8m..8m+7 for matrix m): o[m] = row
+// lane / 4, bytes 4 (lane % 4).. of matrix m.
+__device__ __forceinline__ void ldmatrix_x4(const void* row, int (&o)[4]) {
+    const unsigned a = unsigned(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3])
+                 : "r"(a)
+                 : "memory");
+}
+
 __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
     const __half2 h = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t*>(&h);
@@ -57,8 +99,13 @@ __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
 }
 
 // Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32;
-// Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp.
-template <dtype T, int NT, int KU>
+// Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp. RW (Q8_0, Q4_0, F16, BF16): a unit is
+// 64 bytes of each row, each lane loads 16 contiguous bytes of its two rows (a quad: 64 bytes of one row, so a
+// warp load touches 8 lines for 512 bytes instead of 128) and the quad exchanges words by shuffles to form
+// the fragments; without RW the lanes load the fragment layout directly (rows not a multiple of 64 bytes).
+// LDSM (row-wise Q4_0): fragments by ldmatrix from shared memory instead of quad shuffles, and integer dots
+// converted by an exact add instead of I2F (measured together: Q4_0 B=8 5.23x vs 4.85x, docs/cuda.md).
+template <dtype T, int NT, int KU, bool RW, bool LDSM>
 __global__ void __launch_bounds__(32 * k_warps)
     matvec_mma_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                       float* y, int64_t y_stride, int accumulate) {
@@ -91,10 +138,10 @@ __global__ void __launch_bounds__(32 * k_warps)
     // Applies one group's integer dots: acc += sA/sB (row scale) * xd[seq][grp] * dot - mA/mB * xs[seq][grp].
     auto apply = [&](int nt, const int(&c)[4], float sA, float sB, float mA, float mB, int grp) {
         const float d0 = xd[grp * nb + cs[nt][0]], d1 = xd[grp * nb + cs[nt][1]];
-        acc[nt][0] += sA * d0 * float(c[0]);
-        acc[nt][1] += sA * d1 * float(c[1]);
-        acc[nt][2] += sB * d0 * float(c[2]);
-        acc[nt][3] += sB * d1 * float(c[3]);
+        acc[nt][0] += sA * d0 * to_float<LDSM>(c[0]);
+        acc[nt][1] += sA * d1 * to_float<LDSM>(c[1]);
+        acc[nt][2] += sB * d0 * to_float<LDSM>(c[2]);
+        acc[nt][3] += sB * d1 * to_float<LDSM>(c[3]);
         if (mA != 0.0f || mB != 0.0f) {
             const float s0 = xs[grp * nb + cs[nt][0]], s1 = xs[grp * nb + cs[nt][1]];
             acc[nt][0] -= mA * s0;
@@ -106,7 +153,161 @@ __global__ void __launch_bounds__(32 * k_warps)
 
     // Each warp issues the loads of KU units before any product, so that enough bytes are in flight
     // even for matrices of few row tiles (a 4096-row matrix is 256 blocks).
-    if constexpr (T == dtype::q8_0) {
+    if constexpr (RW && T == dtype::q8_0) {
+        // Unit u: groups 2u (lanes 0, 1 load its words 0-3, 4-7) and 2u + 1 (lanes 2, 3). Lanes t and t ^ 2 swap
+        // half of their words, so lane t holds bytes 8p..8p+7 of both groups (p below), as the B loads.
+        const uint16_t* dA = w.d + rA * ng;
+        const uint16_t* dB = w.d + rB * ng;
+        const int n_u = ng / 2, p = ((t & 1) << 1) | (t >> 1);
+        const bool lo = t < 2;
+        for (int u0 = warp; u0 < n_u; u0 += k_warps * KU) {
+            int4 wa[KU], wb[KU];
+            uint32_t da[KU], db[KU];  // the two groups' f16 row scales
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = min(u0 + i * k_warps, n_u - 1);
+                wa[i] = __ldcs(reinterpret_cast<const int4*>(qA + 64 * u + 16 * t));
+                wb[i] = __ldcs(reinterpret_cast<const int4*>(qB + 64 * u + 16 * t));
+                da[i] = __ldg(reinterpret_cast<const unsigned*>(dA + 2 * u));
+                db[i] = __ldg(reinterpret_cast<const unsigned*>(dB + 2 * u));
+            }
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = u0 + i * k_warps;
+                if (u >= n_u) break;
+                int2 ga[2], gb[2];  // [group of the unit]: words 2p, 2p + 1
+                {
+                    const int rx = __shfl_xor_sync(0xffffffffu, lo ? wa[i].z : wa[i].x, 2);
+                    const int ry = __shfl_xor_sync(0xffffffffu, lo ? wa[i].w : wa[i].y, 2);
+                    const int2 keep = lo ? make_int2(wa[i].x, wa[i].y) : make_int2(wa[i].z, wa[i].w);
+                    ga[0] = lo ? keep : make_int2(rx, ry);
+                    ga[1] = lo ? make_int2(rx, ry) : keep;
+                }
+                {
+                    const int rx = __shfl_xor_sync(0xffffffffu, lo ? wb[i].z : wb[i].x, 2);
+                    const int ry = __shfl_xor_sync(0xffffffffu, lo ? wb[i].w : wb[i].y, 2);
+                    const int2 keep = lo ? make_int2(wb[i].x, wb[i].y) : make_int2(wb[i].z, wb[i].w);
+                    gb[0] = lo ? keep : make_int2(rx, ry);
+                    gb[1] = lo ? make_int2(rx, ry) : keep;
+                }
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const int grp = 2 * u + j;
+                    const int a[4] = {ga[j].x, gb[j].x, ga[j].y, gb[j].y};
+                    const float sA = h2f(uint16_t(da[i] >> (16 * j))), sB = h2f(uint16_t(db[i] >> (16 * j)));
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int2 bx =
+                            __ldg(reinterpret_cast<const int2*>(xq + (int64_t(grp) * nb + seq[nt]) * 32 + 8 * p));
+                        int c[4];
+                        mma_s8_k32(a, bx.x, bx.y, c);
+                        apply(nt, c, sA, sB, 0.0f, 0.0f, grp);
+                    }
+                }
+            }
+        }
+    } else if constexpr (RW && T == dtype::q4_0) {
+        // Unit u: groups 4u + t (lane t loads the group's 16 bytes); a quad transpose gives lane t word t of
+        // each (bytes 4t..4t+3: elements 4t.. low, 16 + 4t.. high nibbles). The nibbles are offset to signed
+        // (q - 8, exact in s8), so the min term and its xs loads drop out. Row scales: 4 groups in one load.
+        const uint16_t* dA = w.d + rA * ng;
+        const uint16_t* dB = w.d + rB * ng;
+        const int n_u = ng / 4;
+        __shared__ int4 tr[LDSM ? k_warps : 1][KU][2][32];  // LDSM: [warp][unit][rows g / g + 8][row * 4 + slot]
+        for (int u0 = warp; u0 < n_u; u0 += k_warps * KU) {
+            int4 wa[KU], wb[KU];
+            uint2 da[KU], db[KU];
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = min(u0 + i * k_warps, n_u - 1);
+                wa[i] = __ldcs(reinterpret_cast<const int4*>(qA + 64 * u + 16 * t));
+                wb[i] = __ldcs(reinterpret_cast<const int4*>(qB + 64 * u + 16 * t));
+                da[i] = __ldg(reinterpret_cast<const uint2*>(dA + 4 * u));
+                db[i] = __ldg(reinterpret_cast<const uint2*>(dB + 4 * u));
+            }
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = u0 + i * k_warps;
+                if (u >= n_u) break;
+                int oa[4], ob[4];
+                if constexpr (LDSM) {
+                    // Row g's 4 groups at slots t ^ ((g / 2) % 4) of its 64 bytes (8 ldmatrix rows 64 bytes
+                    // apart hit distinct banks), then matrix m = group m of the 8 rows.
+                    __syncwarp();  // the previous iteration's ldmatrix of this buffer is done
+                    tr[warp][i][0][g * 4 + (t ^ ((g >> 1) & 3))] = wa[i];
+                    tr[warp][i][1][g * 4 + (t ^ ((g >> 1) & 3))] = wb[i];
+                    __syncwarp();
+                    const int m = lane >> 3, r = lane & 7, slot = r * 4 + (m ^ ((r >> 1) & 3));
+                    ldmatrix_x4(&tr[warp][i][0][slot], oa);
+                    ldmatrix_x4(&tr[warp][i][1][slot], ob);
+                } else {
+                    quad_transpose(wa[i], oa, t);
+                    quad_transpose(wb[i], ob, t);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int grp = 4 * u + j;
+                    const int a[4] = {int(__vsub4(uint32_t(oa[j]) & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4(uint32_t(ob[j]) & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4((uint32_t(oa[j]) >> 4) & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4((uint32_t(ob[j]) >> 4) & 0x0f0f0f0fu, 0x08080808u))};
+                    const uint32_t wda = j < 2 ? da[i].x : da[i].y, wdb = j < 2 ? db[i].x : db[i].y;
+                    const float sA = h2f(uint16_t(wda >> (16 * (j & 1)))), sB = h2f(uint16_t(wdb >> (16 * (j & 1))));
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t;
+                        const int b0 = __ldg(reinterpret_cast<const int*>(xa));
+                        const int b1 = __ldg(reinterpret_cast<const int*>(xa + 16));
+                        int c[4];
+                        mma_s8_k32(a, b0, b1, c);
+                        apply(nt, c, sA, sB, 0.0f, 0.0f, grp);
+                    }
+                }
+            }
+        }
+    } else if constexpr (RW && (T == dtype::f16 || T == dtype::bf16)) {
+        // F16 / BF16, unit u: 32 elements; lane t loads elements 32u + 8t..8t+7 of its rows, which are its
+        // k slots of two MMAs (h: elements 8t + 4h..; a0/a1: the first 2, a2/a3: the next 2). No scales, so
+        // any k order that A and B share gives the same product; no exchange is needed.
+        const int n_u = n_in / 32;
+        for (int u0 = warp; u0 < n_u; u0 += k_warps * KU) {
+            uint4 wa[KU], wb[KU];
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = min(u0 + i * k_warps, n_u - 1);
+                wa[i] = __ldcs(reinterpret_cast<const uint4*>(qA + 64 * u + 16 * t));
+                wb[i] = __ldcs(reinterpret_cast<const uint4*>(qB + 64 * u + 16 * t));
+            }
+#pragma unroll
+            for (int i = 0; i < KU; i++) {
+                const int u = u0 + i * k_warps;
+                if (u >= n_u) break;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t xa0 = h ? wa[i].z : wa[i].x, xa1 = h ? wa[i].w : wa[i].y;
+                    const uint32_t xb0 = h ? wb[i].z : wb[i].x, xb1 = h ? wb[i].w : wb[i].y;
+                    uint32_t a[4];
+                    if constexpr (T == dtype::f16) {
+                        a[0] = xa0;
+                        a[1] = xb0;
+                        a[2] = xa1;
+                        a[3] = xb1;
+                    } else {
+                        a[0] = bf16x2_to_half2(xa0);
+                        a[1] = bf16x2_to_half2(xb0);
+                        a[2] = bf16x2_to_half2(xa1);
+                        a[3] = bf16x2_to_half2(xb1);
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const float4 xv = __ldg(
+                            reinterpret_cast<const float4*>(x + int64_t(seq[nt]) * n_in + 32 * u + 8 * t + 4 * h));
+                        mma_f16_k16(a, pack_half2(xv.x, xv.y), pack_half2(xv.z, xv.w), acc[nt]);
+                    }
+                }
+            }
+        }
+    } else if constexpr (T == dtype::q8_0) {
         const uint16_t* dA = w.d + rA * ng;
         const uint16_t* dB = w.d + rB * ng;
         for (int u0 = warp; u0 < ng; u0 += k_warps * KU) {
@@ -382,38 +583,64 @@ __global__ void __launch_bounds__(32 * k_warps)
     }
 }
 
-template <dtype T, int NT, int KU>
+template <dtype T, int NT, int KU, bool RW, bool LDSM>
 void launch_shape(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
     const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    detail::launch(matvec_mma_kernel<T, NT, KU>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride,
+    detail::launch(matvec_mma_kernel<T, NT, KU, RW, LDSM>, blocks, 32 * k_warps, s, w, nb, x, xq, xd, xs, y, y_stride,
                    accumulate ? 1 : 0);
+}
+
+// KS or KL units in flight (large: KL).
+template <dtype T, bool RW, int KS, int KL, bool LDSM = false>
+void launch_units(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                  float* y, int64_t y_stride, bool accumulate, cudaStream_t s, bool large) {
+    if (nb <= 8) {
+        if (large)
+            launch_shape<T, 1, KL, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_shape<T, 1, KS, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+    } else {
+        if (large)
+            launch_shape<T, 2, KL, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_shape<T, 2, KS, RW, LDSM>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
+    }
 }
 
 template <dtype T>
 void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
-    // Measured (docs/cuda.md): 8 units in flight helps Q4_K, Q6_K and Q4_0; 4 is faster for Q8_0, F16, BF16 (and
-    // Q5_K needs 254 registers at 8 for 16 sequences).
+    if constexpr (T == dtype::q8_0 || T == dtype::q4_0 || T == dtype::f16 || T == dtype::bf16) {
+        // Row-wise loads need whole 64-byte units per row: Q4_0 128, Q8_0 64, F16/BF16 32 elements. Units in
+        // flight: Q4_0 2 (8 groups; 4 needs 222 registers for 16 sequences) or 4 with unroll 8; others 4 or 8.
+        const int64_t unit = T == dtype::q4_0 ? 128 : T == dtype::q8_0 ? 64 : 32;
+        if (!g_fragment_loads && w.n_in % unit == 0) {
+            const bool large = g_unroll == 8;
+            if constexpr (T == dtype::q4_0) {
+                if (g_q4_0_shuffles)
+                    launch_units<T, true, 2, 4, false>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+                else
+                    launch_units<T, true, 2, 4, true>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+            } else {
+                launch_units<T, true, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, large);
+            }
+            return;
+        }
+    }
+    // Fragment-layout loads. Measured (docs/cuda.md): 8 units in flight helps Q4_K, Q6_K and Q4_0; 4 is faster
+    // for Q8_0, F16, BF16 (and Q5_K needs 254 registers at 8 for 16 sequences).
     const bool wide = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16 || T == dtype::q5_k;
     const bool four = g_unroll == 4 || (g_unroll == 0 && wide);
-    if (nb <= 8) {
-        if (four)
-            launch_shape<T, 1, 4>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
-        else
-            launch_shape<T, 1, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
-    } else {
-        if (four)
-            launch_shape<T, 2, 4>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
-        else
-            launch_shape<T, 2, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
-    }
+    launch_units<T, false, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, !four);
 }
 
 }  // namespace
 
-void set_mma_unroll(int units) {
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles) {
     g_unroll = units == 4 || units == 8 ? units : 0;
+    g_fragment_loads = fragment_loads;
+    g_q4_0_shuffles = q4_0_shuffles;
 }
 
 bool matvec_mma_supported(const gpu_weight& w) {

@@ -71,7 +71,9 @@ bool matvec_mma_supported(const gpu_weight& w);
 void launch_matvec_mma(const gpu_weight& w, int n_rows, const float* x, const int8_t* xq, const float* xd,
                        const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s);
 // Weight units each warp of the mma kernels keeps in flight: 8 or 4 (A/B in benchmarks); 0: per format.
-void set_mma_unroll(int units);
+// fragment_loads: Q8_0/Q4_0/F16/BF16 load weights in the MMA fragment layout instead of row-wise (A/B only);
+// q4_0_shuffles: row-wise Q4_0 forms its fragments by quad shuffles instead of ldmatrix (A/B only).
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles);
 constexpr int k_max_batch = 16;
 
 }  // namespace memtile::cuda
