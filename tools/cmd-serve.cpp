@@ -136,7 +136,8 @@ public:
             fmt::print(stderr, "warning: listening on {} without --api-key: anyone who can reach it can use it\n",
                        server_.host);
         for (const auto& e : registry.list())
-            fmt::print(stderr, "[serve] model {} ({}{})\n", e.name, e.path, e.host ? ", loaded" : "");
+            fmt::print(stderr, "[serve] model {} ({}{})\n", e.name, e.path,
+                       e.host ? ", loaded: " + e.host->describe() : "");
         fmt::print(stderr, "[serve] {} slots, queue {}, peak bandwidth {:.1f} GB/s ({})\n", host_.n_slots,
                    host_.max_queue, host_.peak_bandwidth_gbs, peak_source);
         fmt::print(stderr, "[serve] listening on http://{}:{}\n", server_.host, port);
