@@ -85,6 +85,7 @@ model_host::model_host(std::string name, const std::string& path, const host_opt
     eo.threads = o.threads > 0 ? o.threads : o.cpus.empty() ? thread_pool::default_threads() : int(o.cpus.size());
     eo.cpus = o.cpus.empty() ? thread_pool::default_cpus(eo.threads) : o.cpus;
     eo.model = o.model;
+    eo.host_sampling = o.host_sampling;
     engine_ = batch_executor::open(path, eo, std::max(1, o.n_slots));
     tok_ = tokenizer::from_gguf(engine_->file());
     if (!o.template_file.empty()) {
@@ -373,9 +374,20 @@ void model_host::run() {
             }
         double step_s = 0;
         if (!who.empty()) {
+            // Device sampling: each slot's draw (its parameters, penalty window and the uniform number of its
+            // seed's stream) goes with the step and one id per slot comes back; else the host samples logits().
+            batch_device_sampling* ds = engine_->device_sampler();
+            std::vector<sampling_draw> draws(ds ? who.size() : 0);
+            for (size_t i = 0; i < draws.size(); i++) who[i]->smp->next_draw(draws[i]);
+            std::vector<int32_t> sampled;
             const auto t0 = clock_type::now();
             try {
-                engine_->step(toks, ids);
+                if (ds) {
+                    const auto got = ds->step_sample(toks, ids, draws);
+                    sampled.assign(got.begin(), got.end());
+                } else {
+                    engine_->step(toks, ids);
+                }
             } catch (const std::exception& e) {
                 for (slot* s : who) {
                     engine_->truncate(s->index, 0);
@@ -386,10 +398,11 @@ void model_host::run() {
             }
             step_s = ms_between(t0, clock_type::now()) / 1000.0;
             metrics::get().token_latency(step_s);
-            for (slot* s : who) {
+            for (size_t i = 0; i < who.size(); i++) {
+                slot* s = who[i];
                 s->cached.push_back(s->next);
                 s->next = -1;
-                after_sample(*s, s->smp->sample(engine_->logits(s->index)));
+                after_sample(*s, ds ? sampled[i] : s->smp->sample(engine_->logits(s->index)));
             }
         }
         publish_gauges(step_s, int(who.size()));

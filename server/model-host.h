@@ -80,6 +80,7 @@ struct host_options {
     int max_queue = 64;
     dtype kv_type = dtype::f16;
     std::string device = "cpu";     // cpu or cuda
+    bool host_sampling = false;     // cuda: copy each step's logits back and sample on the host (the reference)
     int threads = 0;                // 0: thread_pool::default_threads(), or the length of cpus
     std::vector<int> cpus;          // pin compute thread i to cpus[i] (--cpu-mask); empty: default placement
     std::string template_file;      // overrides tokenizer.chat_template
@@ -108,6 +109,7 @@ public:
     bool template_handles_tools() const;
     uint32_t n_ctx() const { return n_ctx_; }
     uint64_t resident_bytes() const { return resident_bytes_; }
+    std::string describe() const { return engine_->describe(); }  // backend, and where tokens are sampled
 
     // Renders (chat) or takes (raw) the prompt and tokenizes it. Throws api_error: 400 for template errors,
     // 400 context_length_exceeded when the prompt does not fit a slot's context.

@@ -90,7 +90,7 @@ std::shared_ptr<model_host> model_registry::acquire(const std::string& name, std
         } catch (const std::exception& ex) {
             throw api_error(500, "load_failed", fmt::format("model '{}' failed to load: {}", e->name, ex.what()));
         }
-        fmt::print(stderr, "[serve] loaded {} from {}\n", e->name, e->path);
+        fmt::print(stderr, "[serve] loaded {} from {} ({})\n", e->name, e->path, e->host->describe());
     }
     e->expires = clock_type::now() + std::chrono::milliseconds(int64_t(e->keep_alive_s * 1000));
     return e->host;

@@ -65,6 +65,8 @@ public:
                         "Pin compute thread i to the i-th CPU of this list, e.g. 0,2-3 (default threads: its length)");
         sub->add_option("--device", host_.device, "Where to compute: cpu, or cuda (batched decode on the GPU)")
             ->check(CLI::IsMember({"cpu", "cuda"}));
+        sub->add_flag("--host-sampling", host_.host_sampling,
+                      "With --device cuda: copy each step's logits back and sample on the host (default: on the GPU)");
         sub->add_option("--repack", repack_, "Repack weights into interleaved tiles at load: on or off")
             ->check(CLI::IsMember({"on", "off"}));
         sub->add_option("--chat-template-file", host_.template_file, "Jinja chat template overriding the model's")
@@ -86,6 +88,7 @@ public:
     }
 
     int run() override {
+        if (host_.host_sampling && host_.device != "cuda") fail("cli", "--host-sampling needs --device cuda");
         host_.kv_type = kv_type_ == "f32" ? dtype::f32 : dtype::f16;
         server_.max_body = size_t(max_body_mb_) << 20;
         host_.model.load.use_mmap = !no_mmap_;
@@ -133,7 +136,8 @@ public:
             fmt::print(stderr, "warning: listening on {} without --api-key: anyone who can reach it can use it\n",
                        server_.host);
         for (const auto& e : registry.list())
-            fmt::print(stderr, "[serve] model {} ({}{})\n", e.name, e.path, e.host ? ", loaded" : "");
+            fmt::print(stderr, "[serve] model {} ({}{})\n", e.name, e.path,
+                       e.host ? ", loaded: " + e.host->describe() : "");
         fmt::print(stderr, "[serve] {} slots, queue {}, peak bandwidth {:.1f} GB/s ({})\n", host_.n_slots,
                    host_.max_queue, host_.peak_bandwidth_gbs, peak_source);
         fmt::print(stderr, "[serve] listening on http://{}:{}\n", server_.host, port);

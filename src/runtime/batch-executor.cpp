@@ -53,9 +53,11 @@ private:
 };
 
 // cuda::batch_decoder: prompts through the tensor-core prefill, steps as skinny products on the GPU.
-class cuda_batch_executor final : public batch_executor {
+// Sampling on the GPU (step_sample) unless executor_options::host_sampling.
+class cuda_batch_executor final : public batch_executor, public batch_device_sampling {
 public:
-    cuda_batch_executor(const std::string& path, const executor_options& o, int n_slots) {
+    cuda_batch_executor(const std::string& path, const executor_options& o, int n_slots)
+        : host_sampling_(o.host_sampling) {
         cuda::require_device();
         if (o.kv_type != dtype::f16)
             fail("cuda", "the CUDA backend keeps its KV cache in f16 (--kv-type f32 is CPU only)");
@@ -67,6 +69,7 @@ public:
         dec_ = cuda::decoder::load(file_, 1);  // weights only: the slots have their own caches
         batch_ = dec_->make_batch(n_slots, n_ctx_);
         logits_.assign(size_t(n_slots) * cfg_.n_vocab, 0.0f);
+        on_device_.assign(size_t(n_slots), false);
     }
 
     const model_config& config() const override { return cfg_; }
@@ -80,28 +83,52 @@ public:
         return batch_->prefill(s, tokens);
     }
     void step(std::span<const int32_t> tokens, std::span<const int> slots) override {
+        const std::vector<int32_t> seqs = checked(tokens, slots);
+        const auto all = batch_->step(tokens, seqs);
+        for (size_t i = 0; i < slots.size(); i++) {
+            std::copy_n(all.begin() + std::ptrdiff_t(i * cfg_.n_vocab), cfg_.n_vocab,
+                        logits_.begin() + std::ptrdiff_t(size_t(slots[i]) * cfg_.n_vocab));
+            on_device_[size_t(slots[i])] = false;
+        }
+    }
+    std::span<const int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int> slots,
+                                         std::span<const sampling_draw> draws) override {
+        if (draws.size() != slots.size())
+            fail("executor", "step_sample(): {} sampling draws for {} slots", draws.size(), slots.size());
+        const std::vector<int32_t> seqs = checked(tokens, slots);
+        const auto ids = batch_->step_sample(tokens, seqs, draws);
+        for (int s : slots) on_device_[size_t(s)] = true;
+        return ids;
+    }
+    std::span<const float> logits(int s) const override {
+        if (s < 0 || s >= slots()) fail("executor", "slot {} does not exist ({} slots)", s, slots());
+        if (on_device_[size_t(s)]) fail("executor", "slot {}: its last step was sampled on the GPU (no logits)", s);
+        return {logits_.data() + size_t(s) * cfg_.n_vocab, cfg_.n_vocab};
+    }
+    std::string describe() const override {
+        return "cuda: " + cuda::device_description() + "; " + dec_->summary() + "; sampling on the " +
+               (host_sampling_ ? "host" : "GPU");
+    }
+    batch_device_sampling* device_sampler() override { return host_sampling_ ? nullptr : this; }
+
+private:
+    // The step's checks (as the CPU engine's), before anything runs; slots as the decoder's sequence ids.
+    std::vector<int32_t> checked(std::span<const int32_t> tokens, std::span<const int> slots) const {
         if (tokens.size() != slots.size())
             fail("executor", "step(): {} tokens for {} slots", tokens.size(), slots.size());
         for (size_t i = 0; i < slots.size(); i++)
             check_append(cfg_, batch_->used(slots[i]), n_ctx_, tokens.subspan(i, 1));
-        const std::vector<int32_t> seqs(slots.begin(), slots.end());
-        const auto all = batch_->step(tokens, seqs);
-        for (size_t i = 0; i < slots.size(); i++)
-            std::copy_n(all.begin() + std::ptrdiff_t(i * cfg_.n_vocab), cfg_.n_vocab,
-                        logits_.begin() + std::ptrdiff_t(size_t(slots[i]) * cfg_.n_vocab));
+        return {slots.begin(), slots.end()};
     }
-    std::span<const float> logits(int s) const override {
-        return {logits_.data() + size_t(s) * cfg_.n_vocab, cfg_.n_vocab};
-    }
-    std::string describe() const override { return "cuda: " + cuda::device_description() + "; " + dec_->summary(); }
 
-private:
+    bool host_sampling_ = false;
     std::shared_ptr<gguf_file> file_;
     model_config cfg_;
     uint32_t n_ctx_ = 0;
     std::unique_ptr<cuda::decoder> dec_;
     std::unique_ptr<cuda::batch_decoder> batch_;
-    std::vector<float> logits_;  // [slots, n_vocab]: each slot's logits of its last step
+    std::vector<float> logits_;    // [slots, n_vocab]: each slot's logits of its last step
+    std::vector<bool> on_device_;  // [slots]: the last step was step_sample (logits_ is stale)
 };
 
 }  // namespace

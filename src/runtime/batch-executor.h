@@ -13,6 +13,21 @@
 
 namespace memtile {
 
+struct sampling_draw;
+
+// Optional capability of a GPU batch executor: a step whose logits stay on the device, each slot's token drawn
+// there, so that B ids come back instead of [B, n_vocab] floats. memtile::sampler stays the reference and the
+// fallback (the CPU engine, --host-sampling).
+class batch_device_sampling {
+public:
+    virtual ~batch_device_sampling() = default;
+    // As batch_executor::step(), then the token sampler::sample() would draw from slots[i]'s logits with
+    // draws[i] (from that slot's sampler::next_draw()); returns them (valid until the next call). Those slots'
+    // logits() are unavailable until their next step().
+    virtual std::span<const int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int> slots,
+                                                 std::span<const sampling_draw> draws) = 0;
+};
+
 class batch_executor {
 public:
     // n_slots sequences of executor_options::n_ctx positions each (0: min(training context, 4096)).
@@ -32,6 +47,8 @@ public:
     virtual void step(std::span<const int32_t> tokens, std::span<const int> slots) = 0;
     virtual std::span<const float> logits(int slot) const = 0;  // [n_vocab] of the slot's last step
     virtual std::string describe() const = 0;
+    // The device-sampling capability, or null (the host samples the logits step() leaves).
+    virtual batch_device_sampling* device_sampler() { return nullptr; }
 };
 
 }  // namespace memtile

@@ -34,6 +34,8 @@ if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --gpu-layers 2 2>&1
 echo "$err" | grep -q "needs --device cuda" || fail "bad error for --gpu-layers: $err"
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --host-sampling 2>&1); then fail "--host-sampling on cpu"; fi
 echo "$err" | grep -q "needs --device cuda" || fail "bad error for --host-sampling: $err"
+if err=$("$memtile" serve -m "$tmp/s.gguf" --port 0 --host-sampling 2>&1); then fail "serve --host-sampling on cpu"; fi
+echo "$err" | grep -q "needs --device cuda" || fail "bad error for serve --host-sampling: $err"
 if ! "$memtile" --version | grep -q "^  cuda .*device present"; then
   if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --device cuda --gpu-layers 2 2>&1); then
     fail "--device cuda ran without a GPU"

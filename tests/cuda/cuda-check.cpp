@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cuda/cuda-backend.h"
@@ -550,6 +551,24 @@ void check_sampling(const std::vector<std::pair<std::string, std::string>>& mode
             report(false, fmt::format("sampler vocabulary {}: {}", n_vocab, e.what()));
         }
     }
+    // Batched draws (memtile serve's steps): every parameter set as a row of a multi-row call.
+    for (const auto& [n_vocab, rows, draws] :
+         {std::tuple<int, int, int>{1000, 4, 20}, {32000, 8, 10}, {128256, 4, 4}, {128256, 16, 2}}) {
+        for (bool with_argmax : {true, false}) {
+            try {
+                const auto c = test::compare_gpu_sampler_rows(n_vocab, rows, draws, uint64_t(n_vocab) + uint64_t(rows),
+                                                              with_argmax);
+                report(c.unexplained == 0 && c.near_boundary * 100 <= c.draws &&
+                           c.draws == int(test::sampler_param_sets().size()) * draws,
+                       fmt::format("batched sampler vocabulary {:>6}, {:>2} rows per call{}: {} draws, {} equal to the "
+                                   "host sampler, {} differ near a boundary, {} otherwise {}",
+                                   n_vocab, rows, with_argmax ? " (+argmax)" : "", c.draws, c.equal, c.near_boundary,
+                                   c.unexplained, c.first_unexplained));
+            } catch (const std::exception& e) {
+                report(false, fmt::format("batched sampler vocabulary {}: {}", n_vocab, e.what()));
+            }
+        }
+    }
     sampling_params greedy, greedy_pen, wide;
     greedy.temperature = 0;
     greedy_pen.temperature = 0;
@@ -561,6 +580,18 @@ void check_sampling(const std::vector<std::pair<std::string, std::string>>& mode
     wide.frequency_penalty = 0.1f;
     const std::pair<const char*, sampling_params> sets[] = {
         {"default", sampling_params{}}, {"greedy", greedy}, {"greedy+repeat", greedy_pen}, {"wide", wide}};
+    // The batched decoder: step_sample vs step + the host sampler, 6 sequences with the four sets.
+    for (const auto& [name, path] : models) {
+        try {
+            const auto r = test::compare_batch_sampling(path, 6, 48, {sampling_params{}, greedy, greedy_pen, wide});
+            report(r.differ == r.near && r.tokens > 6 * 40,
+                   fmt::format("batch decoder sampling {}: 6 sequences x 48 steps, {} tokens equal, {} sequences "
+                               "differ ({} near a boundary) {}",
+                               name, r.tokens, r.differ, r.near, r.first));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("batch decoder sampling {}: {}", name, e.what()));
+        }
+    }
     for (const auto& [name, path] : models)
         for (const auto& [set, p0] : sets)
             for (uint64_t seed : {1, 2, 3}) {
@@ -649,6 +680,50 @@ void bench_sampling() {
     }
 }
 
+// One batched draw call (device_sampler::sample_rows, default parameters with a repeat penalty window) against
+// b single draws and the host sampler on the same b rows (host time excludes copying [b, n_vocab] back).
+void bench_batch_sampling() {
+    for (int V : {32000, 128256})
+        for (int b : {4, 8}) {
+            try {
+                auto ls = cuda::logits_sampler::create(V);
+                std::vector<float> rows(size_t(b) * size_t(V));
+                for (int r = 0; r < b; r++) {
+                    const auto l = test::test_logits(V, 0, uint64_t(r) + 1);
+                    std::copy(l.begin(), l.end(), rows.begin() + std::ptrdiff_t(size_t(r) * size_t(V)));
+                }
+                sampling_params p;
+                p.repeat_penalty = 1.1f;
+                std::vector<sampler> host;
+                std::vector<sampling_draw> draws(static_cast<size_t>(b));
+                for (int r = 0; r < b; r++) {
+                    p.seed = uint64_t(r);
+                    host.emplace_back(p);
+                    for (int t = 0; t < 64; t++) host.back().accept((t * 7 + r) % V);
+                    sampler(host.back()).next_draw(draws[size_t(r)]);
+                }
+                ls->sample_rows(rows, draws, true);
+                const double batched = ls->bench_rows(draws, 100);
+                ls->set_logits({rows.data(), size_t(V)});
+                const double single = ls->bench(draws[0], 100);
+                const int reps = 20;
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < reps; i++)
+                    for (int r = 0; r < b; r++)
+                        host[size_t(r)].sample({rows.data() + size_t(r) * size_t(V), size_t(V)});
+                const double on_host =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+                fmt::print(
+                    "  batched sampling vocabulary {:>6}, {} rows: one sample_rows call {:.1f} us ({:.1f} us a "
+                    "row), {} single draws {:.1f} us, host sampler on the {} rows {:.1f} us (without the copy)\n",
+                    V, b, batched * 1e6, batched * 1e6 / b, b, single * b * 1e6, b, on_host * 1e6);
+                std::fflush(stdout);
+            } catch (const std::exception& e) {
+                report(false, fmt::format("bench batched sampling {}: {}", V, e.what()));
+            }
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -724,7 +799,8 @@ int main(int argc, char** argv) {
             }
             if (!kjv.empty()) models.emplace_back("memtile-kjv-q8_0", kjv);
             check_sampling(models);
-            if (do_bench) bench_sampling();
+            if (do_bench) bench_batch_sampling();
+            if (do_bench && do_old_bench) bench_sampling();
         } catch (const std::exception& e) {
             report(false, e.what());
         }

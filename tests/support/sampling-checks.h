@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -116,6 +117,121 @@ inline sampler_comparison compare_gpu_sampler(int n_vocab, int draws_per_set, ui
         index++;
     }
     return c;
+}
+
+// Batched draws (device_sampler::sample_rows, as memtile serve's steps): the parameter sets in groups of `rows`,
+// each row its own logits, sampler and seed; every step draws all rows in one call and each row is compared with
+// the host sampler on its logits. with_argmax hands the rows' argmax as the batched step does.
+inline sampler_comparison compare_gpu_sampler_rows(int n_vocab, int rows, int draws_per_set, uint64_t seed,
+                                                   bool with_argmax) {
+    auto gpu = cuda::logits_sampler::create(n_vocab);
+    const auto sets = sampler_param_sets();
+    const size_t V = size_t(n_vocab);
+    sampler_comparison c;
+    for (size_t first = 0; first < sets.size(); first += size_t(rows)) {
+        const size_t b = std::min(sets.size() - first, size_t(rows));
+        std::vector<float> logits(b * V);
+        std::vector<sampler> host, dev;
+        for (size_t r = 0; r < b; r++) {
+            sampling_params p = sets[first + r];
+            p.seed = seed * 1000 + uint64_t(first + r) + 17;
+            const auto l = test_logits(n_vocab, int((first + r) % 3), seed * 7919 + uint64_t(first + r) * 31 + 5);
+            std::copy(l.begin(), l.end(), logits.begin() + std::ptrdiff_t(r * V));
+            host.emplace_back(p);
+            dev.emplace_back(p);
+        }
+        std::vector<sampling_draw> d(b);
+        for (int i = 0; i < draws_per_set; i++) {
+            for (size_t r = 0; r < b; r++) dev[r].next_draw(d[r]);
+            const auto got = gpu->sample_rows(logits, d, with_argmax);
+            for (size_t r = 0; r < b; r++) {
+                const std::span<const float> row(logits.data() + r * V, V);
+                const int32_t h = host[r].sample(row);
+                tally(c, row, d[r], h, got[r]);
+                host[r].accept(h);
+                dev[r].accept(h);
+            }
+        }
+    }
+    return c;
+}
+
+struct batch_sampling_comparison {
+    int tokens = 0;     // tokens compared (all sequences, until a sequence's first difference)
+    int differ = 0;     // sequences whose tokens differ somewhere
+    int near = 0;       // of those, the first difference near a boundary
+    std::string first;  // the first difference not near a boundary
+};
+
+// The batched decoder's step_sample (draws on the GPU) against step + memtile::sampler on the copied logits,
+// n_seq sequences each with its own parameters (sets[s % size]) and seed, two batch decoders on one model's
+// weights, each fed its own tokens; the step order of the sequences is reversed every other step, and every
+// fifth step leaves sequence 0 out, so that rows and sequences do not line up.
+inline batch_sampling_comparison compare_batch_sampling(const std::string& path, int n_seq, int n_steps,
+                                                        const std::vector<sampling_params>& sets) {
+    const uint32_t n_ctx = uint32_t(8 + 3 * n_seq + n_steps + 1);
+    auto d = cuda::decoder::load(gguf_file::open(path), n_ctx);
+    auto a = d->make_batch(n_seq, n_ctx), b = d->make_batch(n_seq, n_ctx);
+    const size_t V = d->config().n_vocab;
+    std::vector<sampler> sa, sb;
+    std::vector<int32_t> next_a(static_cast<size_t>(n_seq)), next_b(static_cast<size_t>(n_seq));
+    std::vector<bool> stopped(size_t(n_seq), false);
+    batch_sampling_comparison r;
+    for (int s = 0; s < n_seq; s++) {
+        sampling_params p = sets[size_t(s) % sets.size()];
+        p.seed = 100 + uint64_t(s);
+        sa.emplace_back(p);
+        sb.emplace_back(p);
+        std::vector<int32_t> prompt;
+        for (int j = 0; j < 4 + 3 * s; j++) prompt.push_back(int32_t((3 + 11 * uint32_t(s) + 37 * uint32_t(j)) % V));
+        for (int32_t t : prompt) {
+            sa.back().accept(t);
+            sb.back().accept(t);
+        }
+        // The first token from the prefill logits on the host (as the server does), for both.
+        next_a[size_t(s)] = sa.back().sample(a->prefill(s, prompt));
+        next_b[size_t(s)] = sb.back().sample(b->prefill(s, prompt));
+        sa.back().accept(next_a[size_t(s)]);
+        sb.back().accept(next_b[size_t(s)]);
+    }
+    for (int i = 0; i < n_steps; i++) {
+        std::vector<int32_t> seqs, ta, tb;
+        for (int s = 0; s < n_seq; s++)
+            if (!(i % 5 == 4 && s == 0 && n_seq > 1)) seqs.push_back(s);
+        if (i % 2) std::reverse(seqs.begin(), seqs.end());
+        std::vector<sampling_draw> draws(seqs.size());
+        for (size_t k = 0; k < seqs.size(); k++) {
+            ta.push_back(next_a[size_t(seqs[k])]);
+            tb.push_back(next_b[size_t(seqs[k])]);
+            sa[size_t(seqs[k])].next_draw(draws[k]);
+        }
+        const auto got = a->step_sample(ta, seqs, draws);
+        const std::vector<int32_t> ids(got.begin(), got.end());
+        const auto logits = b->step(tb, seqs);
+        for (size_t k = 0; k < seqs.size(); k++) {
+            const size_t s = size_t(seqs[k]);
+            const auto row = logits.subspan(k * V, V);
+            const int32_t h = sb[s].sample(row);
+            if (!stopped[s] && ids[k] != h) {
+                // Past a difference the two sequences diverge: compare the rest no further.
+                stopped[s] = true;
+                r.differ++;
+                const auto ref = reference_draw(row, draws[k]);
+                if (ref.margin < near_boundary)
+                    r.near++;
+                else if (r.first.empty())
+                    r.first = fmt::format("sequence {} step {}: gpu {} host {} (temp {}, top-k {})", s, i, ids[k], h,
+                                          draws[k].params.temperature, draws[k].params.top_k);
+            } else if (!stopped[s]) {
+                r.tokens++;
+            }
+            next_a[s] = ids[k];
+            next_b[s] = h;
+            sa[s].accept(ids[k]);
+            sb[s].accept(h);
+        }
+    }
+    return r;
 }
 
 struct decoder_sampling_comparison {

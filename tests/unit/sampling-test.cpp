@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
@@ -177,6 +178,38 @@ TEST(gpu_sampler, decoder_path_matches_the_host_sampler) {
         EXPECT_TRUE(r.first_mismatch < 0 || r.near_boundary)
             << "temp " << p.temperature << ": differs at step " << r.first_mismatch;
     }
+}
+
+// memtile serve's path: one call draws a step's rows, each with its own parameters, window and seed.
+TEST(gpu_sampler, batched_rows_match_the_host_sampler) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (const auto& [n_vocab, rows, with_argmax] : {std::tuple<int, int, bool>{1000, 4, true}, {32000, 7, false}}) {
+        const auto c = test::compare_gpu_sampler_rows(n_vocab, rows, 4, uint64_t(n_vocab) + 3, with_argmax);
+        std::cout << "[ gpu      ] vocabulary " << n_vocab << ", " << rows << " rows per call: " << c.draws
+                  << " draws, " << c.equal << " equal, " << c.near_boundary << " near a boundary, " << c.unexplained
+                  << " other\n";
+        EXPECT_EQ(c.draws, int(test::sampler_param_sets().size()) * 4);
+        EXPECT_EQ(c.unexplained, 0) << c.first_unexplained;
+        EXPECT_LE(c.near_boundary * 100, c.draws);
+    }
+}
+
+TEST(gpu_sampler, batch_decoder_path_matches_the_host_sampler) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    const auto dir = std::filesystem::temp_directory_path() / "memtile-cuda-test";
+    std::filesystem::create_directories(dir);
+    const std::string path = test::make_synthetic(dir.string(), "tiny", file_type::q8_0);
+    sampling_params greedy, greedy_pen, wide;
+    greedy.temperature = 0;
+    greedy_pen.temperature = 0;
+    greedy_pen.repeat_penalty = 1.3f;
+    wide.temperature = 1.2f;
+    wide.top_k = 0;
+    wide.top_p = 0.9f;
+    wide.presence_penalty = 0.5f;
+    const auto r = test::compare_batch_sampling(path, 5, 30, {sampling_params{}, greedy, greedy_pen, wide});
+    EXPECT_GT(r.tokens, 5 * 20);
+    EXPECT_EQ(r.differ, r.near) << r.first;
 }
 
 }  // namespace

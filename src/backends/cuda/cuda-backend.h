@@ -80,6 +80,13 @@ public:
     virtual void set_logits(std::span<const float> logits) = 0;  // [n_vocab], uploaded
     virtual int32_t sample(const sampling_draw& d) = 0;          // as decoder::sample()
     virtual double bench(const sampling_draw& d, int reps) = 0;  // seconds per draw, incl. the copy back
+    // Batched (as batch_decoder::step_sample): logits [b, n_vocab] uploaded, row i drawn with draws[i] by one
+    // device_sampler::sample_rows call; with_argmax: each row's argmax computed first and handed over, as the
+    // batched step's graph does (greedy rows without penalties take it).
+    virtual std::vector<int32_t> sample_rows(std::span<const float> logits, std::span<const sampling_draw> draws,
+                                             bool with_argmax) = 0;
+    // Seconds per sample_rows call on the rows the last sample_rows uploaded, incl. the copy back.
+    virtual double bench_rows(std::span<const sampling_draw> draws, int reps) = 0;
 };
 
 // Process-wide knobs of the prefill pass and the batched decoder, for checks and benchmarks (defaults are the
@@ -162,6 +169,10 @@ public:
     virtual std::span<const float> step(std::span<const int32_t> tokens, std::span<const int32_t> seqs) = 0;
     // As step, but returns the argmax of each row (on the GPU; ties: lowest id).
     virtual std::span<const int32_t> step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> seqs) = 0;
+    // As step, but the logits stay on the device: row i is drawn there with draws[i] (sampler::next_draw() of
+    // seqs[i]'s sampler; gpu-sampler.h), exactly as memtile::sampler would draw it; returns the b token ids.
+    virtual std::span<const int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                                 std::span<const sampling_draw> draws) = 0;
     // n greedy steps of sequences 0..b-1 back to back on the device after `warmup` untimed ones, from empty
     // caches; returns seconds for the n steps (aggregate tok/s = b * n / seconds).
     virtual double bench(int b, int n, int warmup, int32_t first_token) = 0;

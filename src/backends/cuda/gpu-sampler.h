@@ -64,9 +64,19 @@ public:
     int32_t sample(const float* logits, const sampling_draw& d, const int32_t* argmax = nullptr);
     // The same without the final wait and copy (benchmarks): the id is left in device memory.
     void enqueue(const float* logits, const sampling_draw& d, const int32_t* argmax = nullptr);
+    // Batched decode (memtile serve): row i < b of logits ([b, n_vocab] f32, device) drawn with draws[i], each
+    // row exactly as sample() draws it. argmax: [b] device ints holding each row's argmax (the batched step's), or
+    // null. One upload of all rows' penalties, one wait; returns the b ids (pinned, valid until the next call).
+    const int32_t* sample_rows(const float* logits, const sampling_draw* draws, int b, const int32_t* argmax = nullptr);
     int n_vocab() const { return n_; }
 
 private:
+    // Room for n penalty pairs and b output ids (waits for the stream before replacing a buffer).
+    void reserve(size_t n_pen, size_t b);
+    // One row's steps: pen_ids / pen_counts: [n_pen] device arrays; out: one device int.
+    void enqueue_row(const float* logits, const sampling_draw& d, const int32_t* pen_ids, const int32_t* pen_counts,
+                     int n_pen, const int32_t* argmax, int32_t* out);
+
     int n_;
     cudaStream_t stream_;
     float* keys_ = nullptr;          // [n] penalised logits
@@ -79,8 +89,9 @@ private:
     int32_t* pen_dev_ = nullptr;   // [2 * pen_cap_]: ids, then counts
     int32_t* pen_host_ = nullptr;  // pinned mirror
     size_t pen_cap_ = 0;
-    int32_t* out_dev_ = nullptr;
-    int32_t* out_host_ = nullptr;  // pinned
+    int32_t* out_dev_ = nullptr;   // [out_cap_]
+    int32_t* out_host_ = nullptr;  // [out_cap_] pinned
+    size_t out_cap_ = 0;
 };
 
 }  // namespace memtile::cuda

@@ -8,9 +8,11 @@
 #include <map>
 #include <vector>
 
+#include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
+#include "sampling/sampler.h"
 
 namespace memtile::cuda {
 namespace {
@@ -242,6 +244,7 @@ public:
         prefill_ = std::make_unique<prefill_pass>(m, stream_);
     }
     ~cuda_batch_decoder() override {
+        sampler_.reset();
         prefill_.reset();
         for (auto& [b, e] : graphs_) cudaGraphExecDestroy(e);
         if (host_io_) cudaFreeHost(host_io_);
@@ -291,6 +294,18 @@ public:
         check(cudaMemcpyAsync(host_io_, io_, size_t(b) * 4, cudaMemcpyDeviceToHost, stream_), "copy tokens");
         check(cudaStreamSynchronize(stream_), "batched step");
         greedy_.assign(host_io_, host_io_ + b);
+        return greedy_;
+    }
+
+    std::span<const int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                         std::span<const sampling_draw> draws) override {
+        if (draws.size() != tokens.size())
+            fail("cuda", "batched step: {} sampling draws for {} tokens", draws.size(), tokens.size());
+        launch_step(tokens, seqs);
+        if (!sampler_) sampler_ = std::make_unique<device_sampler>(int(m_.cfg->n_vocab), stream_);
+        // io_[0..b) holds each row's argmax (the graph's last kernel): greedy rows without penalties take it.
+        const int32_t* ids = sampler_->sample_rows(logits_, draws.data(), int(draws.size()), io_);
+        greedy_.assign(ids, ids + draws.size());
         return greedy_;
     }
 
@@ -465,6 +480,7 @@ private:
     cudaStream_t stream_ = nullptr;
     device_arena arena_;
     std::unique_ptr<prefill_pass> prefill_;
+    std::unique_ptr<device_sampler> sampler_;  // step_sample's, on stream_ (made on first use)
     std::map<int, cudaGraphExec_t> graphs_;
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
