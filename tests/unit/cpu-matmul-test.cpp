@@ -167,17 +167,23 @@ TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
     const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
     const std::vector<float> wd = dequantize_tensor(fc.type, wq.data(), n_out, n_in);
     const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
-    const auto pw = prepare_weight(view);
     const std::vector<float> x = uniform(size_t(n_in * n_tok), 12);
-    std::vector<float> want(static_cast<size_t>(n_out * n_tok)), got(want.size(), NAN), one(static_cast<size_t>(n_out));
+    std::vector<float> want(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
     matmul_ref(view, x.data(), n_tok, want.data(), 0, n_out);
-    matmul(*pw, x.data(), n_tok, got.data(), pool);
-    EXPECT_LE(nmse(got, want, wd, x, n_in, n_out, n_tok), fc.max_nmse) << dtype_name(fc.type);
-    for (int64_t t = 0; t < n_tok; t++) {
-        matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
-        for (int64_t o = 0; o < n_out; o++)
-            ASSERT_EQ(one[size_t(o)], got[size_t(t * n_out + o)])
-                << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " row " << o;
+    // The x8 layout's prefill runs token blocks of about 256 KiB of activations too (matmul.cpp).
+    for (bool repack : {false, true}) {
+        const auto pw = prepare_weight(view, {.repack = repack});
+        std::vector<float> got(want.size(), NAN);
+        matmul(*pw, x.data(), n_tok, got.data(), pool);
+        EXPECT_LE(nmse(got, want, wd, x, n_in, n_out, n_tok), fc.max_nmse)
+            << dtype_name(fc.type) << " repack " << repack;
+        for (int64_t t = 0; t < n_tok; t++) {
+            matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
+            for (int64_t o = 0; o < n_out; o++)
+                ASSERT_EQ(one[size_t(o)], got[size_t(t * n_out + o)])
+                    << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " row " << o << " repack "
+                    << repack;
+        }
     }
 }
 

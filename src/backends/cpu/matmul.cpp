@@ -93,6 +93,19 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
     }
 }
 
+detail::gemm_x8_fn x8_gemm_kernel(dtype t) {
+    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
+    if (!rk || !detail::active_kernels()) return nullptr;
+    switch (t) {
+        case dtype::q8_0: return rk->q8_0_gemm;
+        case dtype::q4_0: return rk->q4_0_gemm;
+        case dtype::q4_k: return rk->q4_k_gemm;
+        case dtype::q5_k: return rk->q5_k_gemm;
+        case dtype::q6_k: return rk->q6_k_gemm;
+        default: return nullptr;
+    }
+}
+
 // Quantized activations of the current call. Owned by the calling thread and only grown, so decode steps
 // after the first allocate nothing; workers read it while the caller waits in parallel_for.
 struct act_scratch {
@@ -184,14 +197,18 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
 struct part {
     const weight_view* w = nullptr;
     const repacked_weight* rw = nullptr;
-    detail::gemv_x8_fn x8 = nullptr;  // set: the interleaved layout, else fn on the original rows
+    detail::gemv_x8_fn x8 = nullptr;       // set: the interleaved layout, else fn on the original rows
+    detail::gemm_x8_fn x8_gemm = nullptr;  // prefill on the interleaved layout (nullptr: x8 token by token)
     detail::gemm_fn fn = nullptr;
     float* y = nullptr;
     int64_t first = 0, n_units = 0;
 };
 
-// Units [u0, u1) of one matrix. The x8 path with several tokens runs groups of about k_row_block_bytes for
-// every token before the next, so they are read from L2.
+// Units [u0, u1) of one matrix. Prefill on the x8 layout runs token blocks of about k_x8_token_bytes of
+// activations (kept in L2) over the groups, several tokens per pass over a group (x8_gemm); without it
+// (the A/B switch set_prefill_gemm(false)) groups of about k_row_block_bytes pass every token, one at a time.
+constexpr int64_t k_x8_token_bytes = int64_t(256) << 10;
+
 void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t u0, int64_t u1) {
     const int64_t n_out = p.w->n_out;
     if (!p.x8) {
@@ -202,6 +219,12 @@ void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t 
     const int64_t g0 = 2 * u0, g1 = std::min(rw.n_groups(), 2 * u1);
     if (n_tok == 1) {
         p.x8(rw.packed(), rw.group_bytes(), a, 0, p.y, n_out, g0, g1);
+        return;
+    }
+    if (p.x8_gemm) {
+        const int64_t tb = std::max<int64_t>(4, k_x8_token_bytes / p.w->n_in / 4 * 4);
+        for (int64_t t = 0; t < n_tok; t += tb)
+            p.x8_gemm(rw.packed(), rw.group_bytes(), a, t, std::min(n_tok, t + tb), p.y, n_out, g0, g1);
         return;
     }
     const int64_t block = std::max<int64_t>(1, int64_t(detail::k_row_block_bytes / rw.group_bytes()));
@@ -255,6 +278,8 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         p.fn = detail::kernel_for(*ks, p.w->type);
         p.rw = dynamic_cast<const repacked_weight*>(ws[i]);
         p.x8 = p.rw ? x8_kernel(p.w->type) : nullptr;
+        if (p.x8 && n_tok >= detail::k_gemm_min_tokens && g_prefill_gemm.load(std::memory_order_relaxed))
+            p.x8_gemm = x8_gemm_kernel(p.w->type);
         // Prefill on the original layout: the register-blocked GEMM of the same ISA (its results match the
         // kernel_set path bit for bit, so which one a token goes through does not matter).
         if (!p.x8 && n_tok >= detail::k_gemm_min_tokens && ks == detail::avx2_kernels() &&
