@@ -188,6 +188,34 @@ TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
     }
 }
 
+// Activations at any address: f32 activations that are not 32-byte aligned are copied to an aligned buffer
+// first (matmul.cpp); the results must be those of an aligned call, bit for bit, decode and prefill.
+TEST_P(cpu_matmul, unaligned_activations_give_the_same_results) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool(2);
+    const int64_t n_in = fc.n_in.back(), n_out = 21;
+    const std::vector<float> wf = uniform(size_t(n_in * n_out), 21);
+    const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+    const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+    const auto pw = prepare_weight(view);
+    for (int64_t n_tok : {1, 7}) {
+        const std::vector<float> x = uniform(size_t(n_in * n_tok), 22);
+        std::vector<float> buf(x.size() + 64);
+        float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+        std::vector<float> want(size_t(n_out * n_tok)), got(want.size());
+        std::memcpy(aligned, x.data(), x.size() * sizeof(float));
+        matmul(*pw, aligned, n_tok, want.data(), pool);
+        for (int shift : {1, 4}) {
+            std::memcpy(aligned + shift, x.data(), x.size() * sizeof(float));
+            matmul(*pw, aligned + shift, n_tok, got.data(), pool);
+            for (size_t k = 0; k < want.size(); k++)
+                ASSERT_EQ(want[k], got[k]) << dtype_name(fc.type) << " n_tok " << n_tok << " shift " << shift;
+        }
+    }
+}
+
 std::string param_name(const testing::TestParamInfo<param>& info) {
     return std::string(isa_name(std::get<0>(info.param))) + "_" + std::string(dtype_name(std::get<1>(info.param).type));
 }
