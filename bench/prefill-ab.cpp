@@ -1,8 +1,8 @@
 // Prefill speed with the register-blocked GEMM (avx2/gemm-avx2.h) against the per-row kernels, side by
 // side in one run (A/B interleaved rep by rep, best of reps), so a busy machine slows both alike.
-//   bench-prefill-ab layer [--threads 1,2] [--reps 3] [--formats F16,Q8_0,...]
+//   bench-prefill-ab layer [--threads 1,2] [--reps 3] [--formats F16,Q8_0,...] [--repack on]
 //       one TinyLlama-1.1B layer of matmuls (q/k/v/o, gate/up, down) per format: GFLOP/s at 64 and 512 tokens
-//   bench-prefill-ab model [--threads 1,2] [--reps 2] [--tokens 64,512] MODEL.gguf...
+//   bench-prefill-ab model [--threads 1,2] [--reps 2] [--tokens 64,512] [--repack on] MODEL.gguf...
 //       whole-model forward (pp tok/s), as bench-decode-roofline measures prefill
 #include <fmt/core.h>
 
@@ -69,7 +69,7 @@ struct layer_matrix {
     std::unique_ptr<cpu::prepared_weight> w;
 };
 
-std::vector<layer_matrix> build_layer(dtype t) {
+std::vector<layer_matrix> build_layer(dtype t, bool repack) {
     std::vector<layer_matrix> layer;
     std::mt19937 rng(3);
     std::normal_distribution<float> dist(0.0f, 0.02f);
@@ -83,13 +83,14 @@ std::vector<layer_matrix> build_layer(dtype t) {
         } else {
             m.data = quantize_tensor(t, f.data(), s.n_out, s.n_in);
         }
-        m.w = cpu::prepare_weight({t, m.data.data(), s.n_in, s.n_out, size_t(row_bytes(t, uint64_t(s.n_in)))});
+        m.w = cpu::prepare_weight({t, m.data.data(), s.n_in, s.n_out, size_t(row_bytes(t, uint64_t(s.n_in)))},
+                                  {.repack = repack});
         layer.push_back(std::move(m));
     }
     return layer;
 }
 
-int run_layer(const std::vector<int>& threads, int reps, const std::vector<std::string>& formats) {
+int run_layer(const std::vector<int>& threads, int reps, const std::vector<std::string>& formats, bool repack) {
     fmt::print(
         "| type | threads | tokens | per-row GFLOP/s | GEMM GFLOP/s | GEMM / per-row | per-row GFLOP/cpu-s | "
         "GEMM GFLOP/cpu-s |\n|---|---|---|---|---|---|---|---|\n");
@@ -104,7 +105,7 @@ int run_layer(const std::vector<int>& threads, int reps, const std::vector<std::
             return 2;
         }
         const dtype t = *parsed;
-        const auto layer = build_layer(t);
+        const auto layer = build_layer(t, repack);
         for (int th : threads) {
             thread_pool pool(th);
             for (int64_t n_tok : {int64_t(64), int64_t(512)}) {
@@ -140,12 +141,12 @@ std::vector<int32_t> tokens(int n, uint32_t vocab) {
 }
 
 int run_model(const std::vector<int>& threads, int reps, const std::vector<int>& n_tokens,
-              const std::vector<std::string>& models) {
+              const std::vector<std::string>& models, bool repack) {
     fmt::print(
         "| model | type | threads | tokens | per-row tok/s | GEMM tok/s | GEMM / per-row | per-row tok/cpu-s | "
         "GEMM tok/cpu-s |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& path : models) {
-        auto m = transformer::load(path);
+        auto m = transformer::load(path, {.load = {}, .repack = repack});
         const std::string type(file_type_name(uint32_t(m->file().get_u64("general.file_type", 0))));
         for (int th : threads) {
             thread_pool pool(th);
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
     std::vector<int> threads = {1, 2}, n_tokens = {64, 512};
     int reps = mode == "layer" ? 3 : 2;
     std::vector<std::string> formats = {"F16", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}, models;
+    bool repack = false;
     for (int i = 2; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--threads" && i + 1 < argc)
@@ -193,10 +195,13 @@ int main(int argc, char** argv) {
             reps = std::stoi(argv[++i]);
         else if (a == "--formats" && i + 1 < argc)
             formats = split(argv[++i]);
+        else if (a == "--repack" && i + 1 < argc)
+            repack = std::string(argv[++i]) == "on";
         else if (a == "--tokens" && i + 1 < argc)
             n_tokens = split_ints(argv[++i]);
         else
             models.push_back(a);
     }
-    return mode == "layer" ? run_layer(threads, reps, formats) : run_model(threads, reps, n_tokens, models);
+    return mode == "layer" ? run_layer(threads, reps, formats, repack)
+                           : run_model(threads, reps, n_tokens, models, repack);
 }

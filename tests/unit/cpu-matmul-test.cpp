@@ -154,30 +154,65 @@ TEST_P(cpu_matmul, tokens_are_independent_of_the_batch) {
     }
 }
 
-// Long rows shrink the GEMM's integer token block (about 256 KiB of int8 activations: 32 tokens at 8192),
-// so 67 tokens cross token blocks for every format; checked against the reference and, bit for bit,
-// against each token computed alone.
+// Long rows shrink the GEMM's integer token block (about 256 KiB of int8 activations: 32 tokens at 8192) and
+// the float formats' block is about 63 tokens (blocks are balanced: 130 tokens make 2 of 66 or 4 of 33), so
+// 130 tokens cross token blocks for every format; checked against the reference and, bit for bit, against
+// each token computed alone.
 TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
     const auto& [path, fc] = GetParam();
     if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
     isa_guard guard(path);
     thread_pool pool(2);
-    const int64_t n_in = 8192, n_out = 9, n_tok = 67;
+    const int64_t n_in = 8192, n_out = 9, n_tok = 130;
     const std::vector<float> wf = uniform(size_t(n_in * n_out), 11);
     const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
     const std::vector<float> wd = dequantize_tensor(fc.type, wq.data(), n_out, n_in);
     const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
-    const auto pw = prepare_weight(view);
     const std::vector<float> x = uniform(size_t(n_in * n_tok), 12);
-    std::vector<float> want(static_cast<size_t>(n_out * n_tok)), got(want.size(), NAN), one(static_cast<size_t>(n_out));
+    std::vector<float> want(static_cast<size_t>(n_out * n_tok)), one(static_cast<size_t>(n_out));
     matmul_ref(view, x.data(), n_tok, want.data(), 0, n_out);
-    matmul(*pw, x.data(), n_tok, got.data(), pool);
-    EXPECT_LE(nmse(got, want, wd, x, n_in, n_out, n_tok), fc.max_nmse) << dtype_name(fc.type);
-    for (int64_t t = 0; t < n_tok; t++) {
-        matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
-        for (int64_t o = 0; o < n_out; o++)
-            ASSERT_EQ(one[size_t(o)], got[size_t(t * n_out + o)])
-                << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " row " << o;
+    // The x8 layout's prefill runs token blocks of about 256 KiB of activations too (matmul.cpp).
+    for (bool repack : {false, true}) {
+        const auto pw = prepare_weight(view, {.repack = repack});
+        std::vector<float> got(want.size(), NAN);
+        matmul(*pw, x.data(), n_tok, got.data(), pool);
+        EXPECT_LE(nmse(got, want, wd, x, n_in, n_out, n_tok), fc.max_nmse)
+            << dtype_name(fc.type) << " repack " << repack;
+        for (int64_t t = 0; t < n_tok; t++) {
+            matmul(*pw, x.data() + t * n_in, 1, one.data(), pool);
+            for (int64_t o = 0; o < n_out; o++)
+                ASSERT_EQ(one[size_t(o)], got[size_t(t * n_out + o)])
+                    << dtype_name(fc.type) << " via " << isa_name(path) << ": token " << t << " row " << o << " repack "
+                    << repack;
+        }
+    }
+}
+
+// Activations at any address: f32 activations that are not 32-byte aligned are copied to an aligned buffer
+// first (matmul.cpp); the results must be those of an aligned call, bit for bit, decode and prefill.
+TEST_P(cpu_matmul, unaligned_activations_give_the_same_results) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool(2);
+    const int64_t n_in = fc.n_in.back(), n_out = 21;
+    const std::vector<float> wf = uniform(size_t(n_in * n_out), 21);
+    const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+    const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+    const auto pw = prepare_weight(view);
+    for (int64_t n_tok : {1, 7}) {
+        const std::vector<float> x = uniform(size_t(n_in * n_tok), 22);
+        std::vector<float> buf(x.size() + 64);
+        float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+        std::vector<float> want(size_t(n_out * n_tok)), got(want.size());
+        std::memcpy(aligned, x.data(), x.size() * sizeof(float));
+        matmul(*pw, aligned, n_tok, want.data(), pool);
+        for (int shift : {1, 4}) {
+            std::memcpy(aligned + shift, x.data(), x.size() * sizeof(float));
+            matmul(*pw, aligned + shift, n_tok, got.data(), pool);
+            for (size_t k = 0; k < want.size(); k++)
+                ASSERT_EQ(want[k], got[k]) << dtype_name(fc.type) << " n_tok " << n_tok << " shift " << shift;
+        }
     }
 }
 

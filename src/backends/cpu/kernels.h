@@ -47,8 +47,14 @@ struct kernel_set {
 using gemv_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y,
                             int64_t n_out, int64_t g0, int64_t g1);
 
+// Prefill on the same layouts: tokens [t0, t1) over groups [g0, g1), several tokens per pass over a group's
+// weights. Each token's result is bit for bit the gemv_x8_fn one (batch invariance, see avx2/gemm-avx2.h).
+using gemm_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1,
+                            float* y, int64_t n_out, int64_t g0, int64_t g1);
+
 struct repack_kernel_set {
     gemv_x8_fn q8_0, q4_0, q4_k, q5_k, q6_k;
+    gemm_x8_fn q8_0_gemm, q4_0_gemm, q4_k_gemm, q5_k_gemm, q6_k_gemm;
 };
 
 // nullptr when the path is not compiled in (non-x86 builds).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
@@ -95,12 +96,31 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
     }
 }
 
+detail::gemm_x8_fn x8_gemm_kernel(dtype t) {
+    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
+    if (!rk || !detail::active_kernels()) return nullptr;
+    switch (t) {
+        case dtype::q8_0: return rk->q8_0_gemm;
+        case dtype::q4_0: return rk->q4_0_gemm;
+        case dtype::q4_k: return rk->q4_k_gemm;
+        case dtype::q5_k: return rk->q5_k_gemm;
+        case dtype::q6_k: return rk->q6_k_gemm;
+        default: return nullptr;
+    }
+}
+
 // Quantized activations of the current call. Owned by the calling thread and only grown, so decode steps
 // after the first allocate nothing; workers read it while the caller waits in parallel_for.
+// qs and f32 start on a 64-byte boundary, so with n_in a multiple of 32 (8 for f32) no 32-byte load of a token
+// row splits a cache line (std::vector's 16-byte alignment split every other one: -10 % for the F16 GEMM,
+// -25 % for the per-row F16 kernel).
 struct act_scratch {
-    std::vector<int8_t> qs;
+    std::vector<int8_t> qs_buf;
     std::vector<float> d;
     std::vector<int16_t> bsums;
+    std::vector<float> f32_buf;  // aligned copy of f32 activations that are not 32-byte aligned
+    int8_t* qs = nullptr;
+    float* f32 = nullptr;
 };
 thread_local act_scratch t_scratch;
 
@@ -148,34 +168,57 @@ std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prep
 
 namespace {
 
+// Grows v to hold n elements after a 64-byte aligned start and returns that start (the vector only grows, so
+// decode steps after the first allocate nothing).
+template <class T>
+T* aligned_grow(std::vector<T>& v, size_t n) {
+    const size_t slack = 64 / sizeof(T);
+    if (v.size() < n + slack) v.resize(n + slack);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + (64 - p % 64) % 64 / sizeof(T);
+}
+
 // Quantizes the n_tok tokens of x into the calling thread's scratch in the format the kernels of w read.
 detail::act_view quantize_activations(const detail::kernel_set& ks, const weight_view& w, const float* x, int64_t n_tok,
                                       thread_pool& pool) {
     detail::act_view a;
     a.n_in = w.n_in;
     const detail::act_format af = detail::act_format_for(w.type);
+    act_scratch& s = t_scratch;
     if (af == detail::act_format::f32) {
         a.f32 = x;
+        if (reinterpret_cast<uintptr_t>(x) % 32 == 0) return a;
+        const size_t n = size_t(n_tok * w.n_in);
+        s.f32 = aligned_grow(s.f32_buf, n);
+        float* dst = s.f32;
+        const int64_t n_in = w.n_in;
+        const auto copy_tokens = [x, dst, n_in](int, int64_t t0, int64_t t1) {
+            std::memcpy(dst + t0 * n_in, x + t0 * n_in, size_t((t1 - t0) * n_in) * sizeof(float));
+        };
+        if (n_tok == 1)
+            copy_tokens(0, 0, 1);
+        else
+            pool.parallel_for(n_tok, copy_tokens);
+        a.f32 = dst;
         return a;
     }
     const int64_t block = af == detail::act_format::q8_0 ? 32 : 256;
     if (w.n_in % block != 0) fail("cpu", "matmul: row length {} is not a multiple of {}", w.n_in, block);
-    act_scratch& s = t_scratch;
     const size_t n = size_t(n_tok * w.n_in);
-    if (s.qs.size() < n) s.qs.resize(n);
+    s.qs = aligned_grow(s.qs_buf, n);
     if (s.d.size() < n / 32) s.d.resize(n / 32);
     if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
     quantize_job q{af == detail::act_format::q8_0 ? ks.quantize_q8_0 : ks.quantize_q8_k, x, w.n_in, block, &s};
     const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; t++)
-            q.fn(q.x + t * q.n_in, q.n_in, q.s->qs.data() + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
+            q.fn(q.x + t * q.n_in, q.n_in, q.s->qs + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
                  q.s->bsums.data() + t * (q.n_in / 16));
     };
     if (n_tok == 1)
         quantize_tokens(0, 0, 1);
     else
         pool.parallel_for(n_tok, quantize_tokens);
-    a.qs = s.qs.data();
+    a.qs = s.qs;
     a.d = s.d.data();
     a.bsums = s.bsums.data();
     return a;
@@ -186,14 +229,18 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
 struct part {
     const weight_view* w = nullptr;
     const repacked_weight* rw = nullptr;
-    detail::gemv_x8_fn x8 = nullptr;  // set: the interleaved layout, else fn on the original rows
+    detail::gemv_x8_fn x8 = nullptr;       // set: the interleaved layout, else fn on the original rows
+    detail::gemm_x8_fn x8_gemm = nullptr;  // prefill on the interleaved layout (nullptr: x8 token by token)
     detail::gemm_fn fn = nullptr;
     float* y = nullptr;
     int64_t first = 0, n_units = 0;
 };
 
-// Units [u0, u1) of one matrix. The x8 path with several tokens runs groups of about k_row_block_bytes for
-// every token before the next, so they are read from L2.
+// Units [u0, u1) of one matrix. Prefill on the x8 layout runs token blocks of about k_x8_token_bytes of
+// activations (kept in L2) over the groups, several tokens per pass over a group (x8_gemm); without it
+// (the A/B switch set_prefill_gemm(false)) groups of about k_row_block_bytes pass every token, one at a time.
+constexpr int64_t k_x8_token_bytes = int64_t(256) << 10;
+
 void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t u0, int64_t u1) {
     const int64_t n_out = p.w->n_out;
     if (!p.x8) {
@@ -204,6 +251,12 @@ void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t 
     const int64_t g0 = 2 * u0, g1 = std::min(rw.n_groups(), 2 * u1);
     if (n_tok == 1) {
         p.x8(rw.packed(), rw.group_bytes(), a, 0, p.y, n_out, g0, g1);
+        return;
+    }
+    if (p.x8_gemm) {
+        const int64_t tb = std::max<int64_t>(4, k_x8_token_bytes / p.w->n_in / 4 * 4);
+        for (int64_t t = 0; t < n_tok; t += tb)
+            p.x8_gemm(rw.packed(), rw.group_bytes(), a, t, std::min(n_tok, t + tb), p.y, n_out, g0, g1);
         return;
     }
     const int64_t block = std::max<int64_t>(1, int64_t(detail::k_row_block_bytes / rw.group_bytes()));
@@ -257,6 +310,8 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         p.fn = detail::kernel_for(*ks, p.w->type);
         p.rw = dynamic_cast<const repacked_weight*>(ws[i]);
         p.x8 = p.rw ? x8_kernel(p.w->type) : nullptr;
+        if (p.x8 && n_tok >= detail::k_gemm_min_tokens && g_prefill_gemm.load(std::memory_order_relaxed))
+            p.x8_gemm = x8_gemm_kernel(p.w->type);
         // Prefill on the original layout: the register-blocked GEMM of the same ISA (its results match the
         // kernel_set path bit for bit, so which one a token goes through does not matter).
         if (!p.x8 && n_tok >= detail::k_gemm_min_tokens && ks == detail::avx2_kernels() &&

@@ -60,8 +60,9 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
 // oracle of every optimized path and the fallback for formats without one.
 void matmul_ref(const weight_view& w, const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end);
 
-// Turns the prefill GEMM path (n_tok >= 4, kernels.h) off or on (default on) so that benchmarks can compare
-// it side by side with the per-row kernels in one run. Results are the same bit for bit either way.
+// Turns the prefill GEMM paths (n_tok >= 4, kernels.h; on the x8 layout several tokens per pass over a
+// group) off or on (default on) so that benchmarks can compare them side by side with the per-row / per-token
+// kernels in one run. Results are the same bit for bit either way.
 void set_prefill_gemm(bool on);
 
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".

@@ -42,7 +42,11 @@ void gemm_panels(const weight_view& w, const act_view& a, int64_t n_tok, float* 
     const int64_t n_in = w.n_in;
     const int64_t nu = F::units(n_in);
     const int64_t nu_main = nu / NA * NA;
-    const int64_t block = (F::token_block(n_in) + T - 1) / T * T;
+    // Token blocks of about F::token_block tokens, of equal size: a short last block would repack every
+    // panel for a few tokens (pp64 with blocks of 63 packed the whole matrix twice, the second time for one).
+    const int64_t tb_wanted = F::token_block(n_in), n_blocks_r = (n_tok + tb_wanted / 2) / tb_wanted;
+    const int64_t n_blocks = n_blocks_r > 0 ? n_blocks_r : 1;
+    const int64_t block = ((n_tok + n_blocks - 1) / n_blocks + T - 1) / T * T;
     const size_t panel_bytes = (F::panel_bytes(n_in) + 63) / 64 * 64;
     // [tile][acc][row][token of tile] vectors
     const size_t part_vectors = size_t(block / T) * NA * R * T;

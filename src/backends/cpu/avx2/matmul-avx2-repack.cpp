@@ -42,17 +42,23 @@ __m256i shift_bits(__m256i v, int n) {
 
 // Q4_K (high_bit false, 1184-byte super-blocks) and Q5_K (true, 1440). With the fifth bit the int16 sums
 // only hold 4 vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
-template <bool high_bit>
-void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                   int64_t g0, int64_t g1) {
+// NT tokens per pass (tok[0..NT)): the weight vectors are loaded and unpacked once for all of them; each
+// token's integer sums are exact and its float operations are those of NT = 1, so its result does not
+// depend on NT (the batch-invariance rule of gemm-avx2.h).
+template <bool high_bit, int NT>
+void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
     // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's nibble vectors from 160 + stride * s
     // (Q5_K: followed by its 32 bytes of fifth bits).
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    const int16_t* bs = a.bsums + t * (a.n_in / 16);
-    y += t * n_out;
+    const int8_t* q[NT];
+    const float* d[NT];
+    const int16_t* bs[NT];
+    for (int j = 0; j < NT; j++) {
+        q[j] = a.qs + tok[j] * a.n_in;
+        d[j] = a.d + tok[j] * nb;
+        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     constexpr char z = char(0x80);
     // Scale of row r (byte r of the 8 of sub-block s) in both int16 lanes of dword r; +8 for sub-block s + 1.
@@ -63,39 +69,45 @@ void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a,
     // The two mins of row r (bytes 2r, 2r + 1) as the int16 lanes of dword r.
     const __m256i mn_mask = _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
                                              8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z);
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* b = gp + ib * bytes;
-            const int8_t* qb = q + ib * 256;
-            __m256i isum = _mm256_setzero_si256();
-            for (int s = 0; s < 8; s++) {
-                const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
-                const __m256i qh =
-                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 128)) : m4;
-                __m256i s16 = _mm256_setzero_si256();
-                for (int v = 0; v < 4; v++) {
-                    const __m256i raw =
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 32 * v));
-                    __m256i lo = _mm256_and_si256(raw, m4);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                    if (high_bit) {
-                        lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * v), m16));
-                        hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * v), m16));
-                    }
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, bcast_quad(qb + 32 * s + 8 * v)));
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, bcast_quad(qb + 32 * s + 8 * v + 4)));
-                    if (high_bit && v == 1) {
-                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
-                        s16 = _mm256_setzero_si256();
+    __m256 acc[NT];
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* b = gp + ib * bytes;
+        __m256i isum[NT];
+        for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
+            const __m256i qh =
+                high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 128)) : m4;
+            __m256i s16[NT];
+            for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
+            for (int v = 0; v < 4; v++) {
+                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 32 * v));
+                __m256i lo = _mm256_and_si256(raw, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                if (high_bit) {
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * v), m16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * v), m16));
+                }
+                for (int j = 0; j < NT; j++) {
+                    const int8_t* qb = q[j] + ib * 256 + 32 * s + 8 * v;
+                    s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, bcast_quad(qb)));
+                    s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
+                }
+                if (high_bit && v == 1) {
+                    for (int j = 0; j < NT; j++) {
+                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
+                        s16[j] = _mm256_setzero_si256();
                     }
                 }
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
             }
+            for (int j = 0; j < NT; j++) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
+        }
+        const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
+        for (int j = 0; j < NT; j++) {
             // Mins: sum over sub-blocks of min[r][s] * (activation sum of sub-block s), pairs of sub-blocks per
             // madd. bp holds (B0,B1) in dword 0, (B2,B3) in 1, (B4,B5) in 4, (B6,B7) in 5.
-            const __m256i bsum32 = _mm256_madd_epi16(loadu(bs + ib * 16), ones);
+            const __m256i bsum32 = _mm256_madd_epi16(loadu(bs[j] + ib * 16), ones);
             const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
             __m256i msum = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
@@ -103,25 +115,30 @@ void gemv_q45_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a,
                 const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
                 msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
             }
-            const __m256 da = _mm256_set1_ps(d[ib]);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_8_f16(b + 128), da), acc);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(load_8_f16(b + 144), da), acc);
+            const __m256 da = _mm256_set1_ps(d[j][ib]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, da), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
         }
-        store_rows(acc, y, g * 8, n_out);
     }
+    for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
 }
 
 // Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
 // one madd with the signed 16-element sub-block scales per vector; the +32 offset of the levels is taken
-// out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s].
-void gemv_q6_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                  int64_t g0, int64_t g1) {
+// out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. NT tokens per pass
+// as q45_k_x8.
+template <int NT>
+void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    const int16_t* bs = a.bsums + t * (a.n_in / 16);
-    y += t * n_out;
+    const int8_t* q[NT];
+    const float* d[NT];
+    const int16_t* bs[NT];
+    for (int j = 0; j < NT; j++) {
+        q[j] = a.qs + tok[j] * a.n_in;
+        d[j] = a.d + tok[j] * nb;
+        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     constexpr char z = char(0x80);
     // Scale byte of row r put in the high byte of both int16 lanes of dword r (sign-extended by srai 8):
@@ -132,115 +149,209 @@ void gemv_q6_k_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, 
                                            z, 12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15);
     const __m256i sc_pair = _mm256_setr_epi8(z, 0, z, 8, z, 1, z, 9, z, 2, z, 10, z, 3, z, 11,  //
                                              z, 4, z, 12, z, 5, z, 13, z, 6, z, 14, z, 7, z, 15);
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* b = gp + ib * bytes;
-            const int8_t* qb = q + ib * 256;
-            __m256i isum = _mm256_setzero_si256(), off = _mm256_setzero_si256();
-            for (int c = 0; c < 8; c++) {
-                const __m256i scb = bcast_16(b + 16 * c);
+    __m256 acc[NT];
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* b = gp + ib * bytes;
+        __m256i isum[NT], off[NT];
+        for (int j = 0; j < NT; j++) isum[j] = off[j] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i scb = bcast_16(b + 16 * c);
+            const __m256i spair = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8);
+            for (int j = 0; j < NT; j++) {
                 int32_t bpair;
-                std::memcpy(&bpair, bs + ib * 16 + 2 * c, 4);
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8),
-                                                              _mm256_set1_epi32(bpair)));
-                for (int h = 0; h < 2; h++) {
-                    const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, h ? sc_hi : sc_lo), 8);
-                    const __m256i qh =
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 128 + 32 * h));
-                    for (int vv = 0; vv < 2; vv++) {
-                        const int v = 2 * h + vv;
-                        const __m256i raw =
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 32 * v));
-                        const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4),
-                                                           _mm256_and_si256(shift_bits(qh, 4 - 4 * vv), m30));
-                        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                                                           _mm256_and_si256(shift_bits(qh, 2 - 4 * vv), m30));
-                        const __m256i s16 =
-                            _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast_quad(qb + 32 * c + 8 * v)),
-                                             _mm256_maddubs_epi16(hi, bcast_quad(qb + 32 * c + 8 * v + 4)));
-                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
+                std::memcpy(&bpair, bs[j] + ib * 16 + 2 * c, 4);
+                off[j] = _mm256_add_epi32(off[j], _mm256_madd_epi16(spair, _mm256_set1_epi32(bpair)));
+            }
+            for (int h = 0; h < 2; h++) {
+                const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, h ? sc_hi : sc_lo), 8);
+                const __m256i qh =
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 128 + 32 * h));
+                for (int vv = 0; vv < 2; vv++) {
+                    const int v = 2 * h + vv;
+                    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 32 * v));
+                    const __m256i lo =
+                        _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_and_si256(shift_bits(qh, 4 - 4 * vv), m30));
+                    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                                                       _mm256_and_si256(shift_bits(qh, 2 - 4 * vv), m30));
+                    for (int j = 0; j < NT; j++) {
+                        const int8_t* qb = q[j] + ib * 256 + 32 * c + 8 * v;
+                        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast_quad(qb)),
+                                                             _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
+                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, sc));
                     }
                 }
             }
-            const __m256i net = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(load_8_f16(b + 128), _mm256_set1_ps(d[ib])),
-                                  acc);
         }
-        store_rows(acc, y, g * 8, n_out);
+        const __m256 dw = load_8_f16(b + 128);
+        for (int j = 0; j < NT; j++) {
+            const __m256i net = _mm256_sub_epi32(isum[j], _mm256_slli_epi32(off[j], 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[j]);
+        }
     }
+    for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
 }
 
 constexpr int64_t k_q8_0_pair_bytes = 544;
 
-void gemv_q8_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                  int64_t g0, int64_t g1) {
+// Q8_0: maddubs of |w| and q carrying w's sign, one madd per vector (the int16 pair sums of 8-bit levels
+// can reach 2 * 127 * 127, so they cannot be added before widening). Two accumulators per token (even and
+// odd blocks) so consecutive FMAs do not wait on each other. NT tokens per pass as q45_k_x8.
+template <int NT>
+void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
     const int64_t nb = a.n_in / 32;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    y += t * n_out;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        // Two accumulators (even and odd blocks) so consecutive FMAs do not wait on each other.
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* pair = gp + (ib / 2) * k_q8_0_pair_bytes;
-            const uint8_t* b = pair + 32 + (ib % 2) * 256;
-            const int8_t* qb = q + ib * 32;
-            __m256i sum = _mm256_setzero_si256();
-            for (int v = 0; v < 8; v++) {
-                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
-                const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(bcast_quad(qb + 4 * v), w));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, ones));
-            }
-            const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
-            acc[ib % 2] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(d[ib])), acc[ib % 2]);
-        }
-        store_rows(_mm256_add_ps(acc[0], acc[1]), y, g * 8, n_out);
+    const int8_t* q[NT];
+    const float* d[NT];
+    for (int j = 0; j < NT; j++) {
+        q[j] = a.qs + tok[j] * a.n_in;
+        d[j] = a.d + tok[j] * nb;
     }
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[NT][2];
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* pair = gp + (ib / 2) * k_q8_0_pair_bytes;
+        const uint8_t* b = pair + 32 + (ib % 2) * 256;
+        __m256i sum[NT];
+        for (int j = 0; j < NT; j++) sum[j] = _mm256_setzero_si256();
+        for (int v = 0; v < 8; v++) {
+            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
+            const __m256i aw = _mm256_abs_epi8(w);
+            for (int j = 0; j < NT; j++) {
+                const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast_quad(q[j] + ib * 32 + 4 * v), w));
+                sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, ones));
+            }
+        }
+        const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
+        for (int j = 0; j < NT; j++)
+            acc[j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])),
+                                             acc[j][ib % 2]);
+    }
+    for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
 }
 
 // Q4_0 (pairs of blocks, 288 bytes): the unsigned levels (stored + 8) meet the activations in maddubs, the 8
 // vectors of a block summed in int16 (8 * 2 * 15 * 127 = 30480); the + 8 is taken out with the block's
-// activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q).
-void gemv_q4_0_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                  int64_t g0, int64_t g1) {
+// activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens per pass as q45_k_x8.
+template <int NT>
+void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
     constexpr int64_t pair_bytes = 288;
     const int64_t nb = a.n_in / 32;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    const int16_t* bs = a.bsums + t * (a.n_in / 16);
-    y += t * n_out;
+    const int8_t* q[NT];
+    const float* d[NT];
+    const int16_t* bs[NT];
+    for (int j = 0; j < NT; j++) {
+        q[j] = a.qs + tok[j] * a.n_in;
+        d[j] = a.d + tok[j] * nb;
+        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[NT][2];
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* pair = gp + (ib / 2) * pair_bytes;
+        const uint8_t* b = pair + 32 + (ib % 2) * 128;
+        __m256i s16[NT];
+        for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
+        for (int v = 0; v < 4; v++) {
+            const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
+            const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            for (int j = 0; j < NT; j++) {
+                const int8_t* qb = q[j] + ib * 32 + 8 * v;
+                s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, bcast_quad(qb)));
+                s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
+            }
+        }
+        const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
+        for (int j = 0; j < NT; j++) {
+            const __m256i net = _mm256_sub_epi32(_mm256_madd_epi16(s16[j], ones),
+                                                 _mm256_set1_epi32(8 * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1])));
+            acc[j][ib % 2] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[j][ib % 2]);
+        }
+    }
+    for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
+}
+
+// Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
+// over groups [g0, g1), group by group, the tokens in tiles of K::max_tokens while the group's bytes stay
+// in L1/L2; a last partial tile runs a smaller instantiation (each token's result is the same either way).
+template <template <int> class K>
+void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+             int64_t g0, int64_t g1) {
+    float* yt[1] = {y + t * n_out};
+    for (int64_t g = g0; g < g1; g++) K<1>::run(packed + size_t(g) * group_bytes, a, &t, yt, g * 8, n_out);
+}
+
+template <template <int> class K>
+void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+             int64_t n_out, int64_t g0, int64_t g1) {
+    constexpr int NT = K<1>::max_tokens;
+    static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t* pair = gp + (ib / 2) * pair_bytes;
-            const uint8_t* b = pair + 32 + (ib % 2) * 128;
-            const int8_t* qb = q + ib * 32;
-            __m256i s16 = _mm256_setzero_si256();
-            for (int v = 0; v < 4; v++) {
-                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
-                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), bcast_quad(qb + 8 * v)));
-                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                                                                 bcast_quad(qb + 8 * v + 4)));
+        int64_t tok[NT];
+        float* yt[NT];
+        int64_t t = t0;
+        for (; t < t1; t += NT) {
+            const int n = int(t1 - t < NT ? t1 - t : NT);
+            for (int j = 0; j < n; j++) {
+                tok[j] = t + j;
+                yt[j] = y + (t + j) * n_out;
             }
-            const __m256i net = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
-                                                 _mm256_set1_epi32(8 * (int32_t(bs[2 * ib]) + bs[2 * ib + 1])));
-            const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
-            acc[ib % 2] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[ib])), acc[ib % 2]);
+            if (n == NT)
+                K<NT>::run(gp, a, tok, yt, g * 8, n_out);
+            else if (n == 3)
+                K<3 < NT ? 3 : 1>::run(gp, a, tok, yt, g * 8, n_out);
+            else if (n == 2)
+                K<2>::run(gp, a, tok, yt, g * 8, n_out);
+            else
+                K<1>::run(gp, a, tok, yt, g * 8, n_out);
         }
-        store_rows(_mm256_add_ps(acc[0], acc[1]), y, g * 8, n_out);
     }
 }
 
-const detail::repack_kernel_set k_avx2_repack = {gemv_q8_0_x8, gemv_q4_0_x8, gemv_q45_k_x8<false>, gemv_q45_k_x8<true>,
-                                                 gemv_q6_k_x8};
+// Kernel policies: the template above with the number of tokens a pass holds in registers.
+template <int NT>
+struct q4_k_k {
+    static constexpr int max_tokens = 4;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
+        q45_k_x8<false, NT>(gp, a, tok, y, o0, n);
+    }
+};
+template <int NT>
+struct q5_k_k {
+    static constexpr int max_tokens = 4;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
+        q45_k_x8<true, NT>(gp, a, tok, y, o0, n);
+    }
+};
+template <int NT>
+struct q6_k_k {
+    static constexpr int max_tokens = 4;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
+        q6_k_x8<NT>(gp, a, tok, y, o0, n);
+    }
+};
+template <int NT>
+struct q8_0_k {
+    static constexpr int max_tokens = 4;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
+        q8_0_x8<NT>(gp, a, tok, y, o0, n);
+    }
+};
+template <int NT>
+struct q4_0_k {
+    static constexpr int max_tokens = 4;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
+        q4_0_x8<NT>(gp, a, tok, y, o0, n);
+    }
+};
+
+const detail::repack_kernel_set k_avx2_repack = {
+    gemv_x8<q8_0_k>, gemv_x8<q4_0_k>, gemv_x8<q4_k_k>, gemv_x8<q5_k_k>, gemv_x8<q6_k_k>,
+    gemm_x8<q8_0_k>, gemm_x8<q4_0_k>, gemm_x8<q4_k_k>, gemm_x8<q5_k_k>, gemm_x8<q6_k_k>,
+};
 
 }  // namespace
 }  // namespace memtile::cpu::avx2
