@@ -28,7 +28,9 @@ TEST(sampler_draw, takes_the_uniform_numbers_sample_takes) {
         dev.next_draw(d);
         EXPECT_EQ(d.u, stream.uniform()) << "draw " << i;
         const auto ref = test::reference_draw(logits, d);
-        if (ref.margin >= test::near_boundary) EXPECT_EQ(ref.token, h) << "draw " << i;
+        if (ref.margin >= test::near_boundary) {
+            EXPECT_EQ(ref.token, h) << "draw " << i;
+        }
     }
     p.temperature = 0;
     sampler greedy(p);
