@@ -65,6 +65,10 @@ double rel_err(const cpu::prepared_weight& w, const float* x, thread_pool& pool)
 
 int main(int argc, char** argv) {
     const int64_t n_in = argc > 1 ? std::atoll(argv[1]) : 2048, n_out = argc > 2 ? std::atoll(argv[2]) : 128;
+    if (n_in <= 0 || n_in % 256 != 0 || n_out <= 0) {
+        std::fprintf(stderr, "usage: bench-decode-kernels [n_in (a multiple of 256)] [n_out]\n");
+        return 2;
+    }
     const dtype formats[] = {dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k};
     std::vector<float> wf(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in)),
         y(static_cast<size_t>(n_out));
