@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/gpu-sampler.h"
+#include "backends/cuda/host-util.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -20,10 +21,6 @@
 
 namespace memtile::cuda {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 
 // A tensor to upload: GGUF bytes (rows back to back) or, with data == nullptr, random values.
 struct source {
@@ -187,20 +184,9 @@ public:
         host_io_[1] = 0;
         check(cudaMemcpyAsync(io_, host_io_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "copy token");
         ensure_graph();
-        for (int i = 0; i < warmup; i++) check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
-        cudaEvent_t a, b;
-        check(cudaEventCreate(&a), "cudaEventCreate");
-        check(cudaEventCreate(&b), "cudaEventCreate");
-        check(cudaEventRecord(a, stream_), "cudaEventRecord");
-        for (int i = 0; i < n; i++) check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
-        check(cudaEventRecord(b, stream_), "cudaEventRecord");
-        check(cudaEventSynchronize(b), "decode steps");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
+        const double seconds = time_graph_replays(exec_, stream_, warmup, n, "decode steps");
         used_ = uint32_t(warmup + n);
-        return double(ms) / 1e3;
+        return seconds;
     }
 
     void append(std::span<const int32_t> tokens) override {

@@ -7,14 +7,11 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/host-util.h"
 #include "core/error.h"
 
 namespace memtile::cuda {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 
 // Device allocations freed together.
 class device_arena {

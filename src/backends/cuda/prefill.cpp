@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/gpu-sampler.h"
+#include "backends/cuda/host-util.h"
 #include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
@@ -19,9 +20,6 @@ namespace {
 
 prefill_options g_options;
 
-void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 void check_blas(cublasStatus_t e, const char* what) {
     if (e != CUBLAS_STATUS_SUCCESS) fail("cuda", "{} failed: cuBLAS status {}", what, int(e));
 }
@@ -321,21 +319,9 @@ public:
         }
         for (int i = 0; i < max_seq_; i++) host_io_[2 * k_max_batch + i] = 0;
         check(cudaMemcpyAsync(io_, host_io_, size_t(io_n_) * 4, cudaMemcpyHostToDevice, stream_), "copy io");
-        cudaGraphExec_t g = graph(b);
-        for (int i = 0; i < warmup; i++) check(cudaGraphLaunch(g, stream_), "cudaGraphLaunch");
-        cudaEvent_t e0, e1;
-        check(cudaEventCreate(&e0), "cudaEventCreate");
-        check(cudaEventCreate(&e1), "cudaEventCreate");
-        check(cudaEventRecord(e0, stream_), "cudaEventRecord");
-        for (int i = 0; i < n; i++) check(cudaGraphLaunch(g, stream_), "cudaGraphLaunch");
-        check(cudaEventRecord(e1, stream_), "cudaEventRecord");
-        check(cudaEventSynchronize(e1), "batched steps");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
+        const double seconds = time_graph_replays(graph(b), stream_, warmup, n, "batched steps");
         for (int i = 0; i < b; i++) used_[size_t(i)] = uint32_t(n + warmup);
-        return double(ms) / 1e3;
+        return seconds;
     }
 
     // Every product of the model on random activations of n rows: tensor-core kernels vs dp4a/FMA kernels.

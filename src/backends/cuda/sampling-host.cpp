@@ -10,15 +10,12 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/gpu-sampler.h"
+#include "backends/cuda/host-util.h"
 #include "core/error.h"
 #include "sampling/sampler.h"
 
 namespace memtile::cuda {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 
 template <typename T>
 T* device_alloc(size_t n) {

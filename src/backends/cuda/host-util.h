@@ -1,0 +1,35 @@
+// Host-side helpers shared by the CUDA backend's C++ files: error checking of runtime calls and timing of
+// CUDA graph replays (the decode benchmarks).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/error.h"
+
+namespace memtile::cuda {
+
+// Throws memtile::error ("cuda") naming the call and the CUDA error when e is not cudaSuccess.
+inline void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// Seconds taken by n launches of g on s, after `warmup` untimed ones (CUDA events around the n; waits for
+// them). `what` names the steps in an error.
+inline double time_graph_replays(cudaGraphExec_t g, cudaStream_t s, int warmup, int n, const char* what) {
+    for (int i = 0; i < warmup; i++) check(cudaGraphLaunch(g, s), "cudaGraphLaunch");
+    cudaEvent_t e0, e1;
+    check(cudaEventCreate(&e0), "cudaEventCreate");
+    check(cudaEventCreate(&e1), "cudaEventCreate");
+    check(cudaEventRecord(e0, s), "cudaEventRecord");
+    for (int i = 0; i < n; i++) check(cudaGraphLaunch(g, s), "cudaGraphLaunch");
+    check(cudaEventRecord(e1, s), "cudaEventRecord");
+    const cudaError_t done = cudaEventSynchronize(e1);
+    float ms = 0;
+    if (done == cudaSuccess) check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    check(done, what);
+    return double(ms) / 1e3;
+}
+
+}  // namespace memtile::cuda
