@@ -569,21 +569,11 @@ void check_sampling(const std::vector<std::pair<std::string, std::string>>& mode
             }
         }
     }
-    sampling_params greedy, greedy_pen, wide;
-    greedy.temperature = 0;
-    greedy_pen.temperature = 0;
-    greedy_pen.repeat_penalty = 1.3f;
-    wide.temperature = 1.2f;
-    wide.top_k = 0;
-    wide.top_p = 0.9f;
-    wide.presence_penalty = 0.5f;
-    wide.frequency_penalty = 0.1f;
-    const std::pair<const char*, sampling_params> sets[] = {
-        {"default", sampling_params{}}, {"greedy", greedy}, {"greedy+repeat", greedy_pen}, {"wide", wide}};
+    const auto sets = test::decoder_sampling_sets();
     // The batched decoder: step_sample vs step + the host sampler, 6 sequences with the four sets.
     for (const auto& [name, path] : models) {
         try {
-            const auto r = test::compare_batch_sampling(path, 6, 48, {sampling_params{}, greedy, greedy_pen, wide});
+            const auto r = test::compare_batch_sampling(path, 6, 48, test::decoder_sampling_params());
             report(r.differ == r.near && r.tokens > 6 * 40,
                    fmt::format("batch decoder sampling {}: 6 sequences x 48 steps, {} tokens equal, {} sequences "
                                "differ ({} near a boundary) {}",

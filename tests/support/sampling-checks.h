@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda-backend.h"
@@ -50,6 +51,27 @@ inline std::vector<sampling_params> sampler_param_sets() {
                         sets.push_back(penalties(p, pen));
                     }
     return sets;
+}
+
+// The four settings the decoder-path checks run: the defaults, greedy, greedy with a repeat penalty, and a
+// wide one (temperature 1.2, top-k off, top-p 0.9, presence and frequency penalties).
+inline std::vector<std::pair<std::string, sampling_params>> decoder_sampling_sets() {
+    sampling_params greedy, greedy_pen, wide;
+    greedy.temperature = 0;
+    greedy_pen.temperature = 0;
+    greedy_pen.repeat_penalty = 1.3f;
+    wide.temperature = 1.2f;
+    wide.top_k = 0;
+    wide.top_p = 0.9f;
+    wide.presence_penalty = 0.5f;
+    wide.frequency_penalty = 0.1f;
+    return {{"default", sampling_params{}}, {"greedy", greedy}, {"greedy+repeat", greedy_pen}, {"wide", wide}};
+}
+
+inline std::vector<sampling_params> decoder_sampling_params() {
+    std::vector<sampling_params> v;
+    for (const auto& s : decoder_sampling_sets()) v.push_back(s.second);
+    return v;
 }
 
 // Logits of three kinds: 0 Gaussian (sd 3), 1 peaked (sd 8), 2 coarse (multiples of 0.5, sd 2: many exact ties,

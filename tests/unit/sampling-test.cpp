@@ -164,17 +164,7 @@ TEST(gpu_sampler, decoder_path_matches_the_host_sampler) {
     const auto dir = std::filesystem::temp_directory_path() / "memtile-cuda-test";
     std::filesystem::create_directories(dir);
     const std::string path = test::make_synthetic(dir.string(), "tiny", file_type::q8_0);
-    sampling_params greedy_pen;
-    greedy_pen.temperature = 0;
-    greedy_pen.repeat_penalty = 1.3f;
-    sampling_params wide;
-    wide.temperature = 1.2f;
-    wide.top_k = 0;
-    wide.top_p = 0.9f;
-    wide.presence_penalty = 0.5f;
-    sampling_params greedy;
-    greedy.temperature = 0;
-    for (sampling_params p : {sampling_params{}, greedy, greedy_pen, wide}) {
+    for (sampling_params p : test::decoder_sampling_params()) {
         p.seed = 5;
         const auto r = test::compare_decoder_sampling(path, p, 40);
         EXPECT_TRUE(r.first_mismatch < 0 || r.near_boundary)
@@ -201,15 +191,7 @@ TEST(gpu_sampler, batch_decoder_path_matches_the_host_sampler) {
     const auto dir = std::filesystem::temp_directory_path() / "memtile-cuda-test";
     std::filesystem::create_directories(dir);
     const std::string path = test::make_synthetic(dir.string(), "tiny", file_type::q8_0);
-    sampling_params greedy, greedy_pen, wide;
-    greedy.temperature = 0;
-    greedy_pen.temperature = 0;
-    greedy_pen.repeat_penalty = 1.3f;
-    wide.temperature = 1.2f;
-    wide.top_k = 0;
-    wide.top_p = 0.9f;
-    wide.presence_penalty = 0.5f;
-    const auto r = test::compare_batch_sampling(path, 5, 30, {sampling_params{}, greedy, greedy_pen, wide});
+    const auto r = test::compare_batch_sampling(path, 5, 30, test::decoder_sampling_params());
     EXPECT_GT(r.tokens, 5 * 20);
     EXPECT_EQ(r.differ, r.near) << r.first;
 }
