@@ -17,7 +17,9 @@ namespace memtile::cuda {
 
 // A weight matrix of n_out rows of n_in elements on the device, in the layout the matvec kernels read:
 //   F32/F16/BF16: q = rows of n_in elements, row stride q_row_bytes; d = null.
-//   Q4_K/Q5_K:    q = GGUF blocks (144/176 bytes, both multiples of 16) back to back; d = null.
+//   Q5_K:         q = GGUF blocks (176 bytes, a multiple of 16) back to back; d = null.
+//   Q4_K:         q = [n_out][n_in / 256][128] GGUF quant bytes; d = [n_out][n_in / 256][10]: per super-block the
+//                 8 scales and 8 mins as bytes and f16 d, dmin (device-common.cuh, k_q4k_side_words).
 //   Q8_0:         q = [n_out][n_in] int8 quants; d = [n_out][n_in / 32] f16 scales.
 //   Q4_0:         q = [n_out][n_in / 32][16] GGUF nibble bytes; d = [n_out][n_in / 32] f16 scales.
 //   Q6_K:         q = [n_out][n_in / 256][208] (ql 128 | qh 64 | scales 16); d = [n_out][n_in / 256] f16.

@@ -72,6 +72,24 @@ __device__ __forceinline__ int block_argmax(const float* logits, int n) {
 __device__ __forceinline__ int word(const int4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
+// Dot product of 4 unsigned bytes of a with 4 signed bytes of b, plus c: the high nibbles of 4-bit quants
+// masked in place (q << 4, no shift) are unsigned.
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+// float(byte i of v), exact: the byte placed in the mantissa of 2^23 (one byte permute) minus 2^23, no
+// int-to-float conversion (a quarter-rate instruction).
+template <int I>
+__device__ __forceinline__ float byte_float(uint32_t v) {
+    return __uint_as_float(__byte_perm(v, 0x4b000000u, 0x7540u | I)) - 8388608.0f;
+}
+// Q4_K in the device layout (weight-layout.cpp): q = [n_out][n_in / 256][128] quant bytes (GGUF order: byte 32c + l
+// holds element l of sub-block 2c in its low nibble, of sub-block 2c + 1 in its high one); d = [n_out][n_in / 256]
+// of 5 words: word c < 4 = bytes (sc 2c, sc 2c + 1, mn 2c, mn 2c + 1), word 4 = f16 d | dmin << 16.
+constexpr int k_q4k_side_words = 5;
+
 // Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
 __device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
     const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;

@@ -32,7 +32,10 @@ __global__ void __launch_bounds__(32 * k_warps)
     if (row >= w.n_out) return;
     const int n_in = int(w.n_in);
     const uint8_t* q = w.q + row * w.q_row_bytes;
-    const uint16_t* d = w.d ? w.d + row * (T == dtype::q6_k ? n_in / 256 : n_in / 32) : nullptr;
+    const int64_t d_row = T == dtype::q6_k   ? n_in / 256
+                          : T == dtype::q4_k ? n_in / 256 * 2 * k_q4k_side_words
+                                             : n_in / 32;
+    const uint16_t* d = w.d ? w.d + row * d_row : nullptr;
     float acc[NB];
 #pragma unroll
     for (int b = 0; b < NB; b++) acc[b] = 0;
@@ -75,8 +78,47 @@ __global__ void __launch_bounds__(32 * k_warps)
                 acc[b] += dw * (xd[t * nb + b] * float(s) - 8.0f * xs[t * nb + b]);
             }
         }
-    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
-        constexpr bool five = T == dtype::q5_k;
+    } else if constexpr (T == dtype::q4_k) {
+        // Device layout (device-common.cuh); the same integer sums as matvec's task_q4k.
+        for (int t = lane; t < n_in / 64; t += 32) {
+            const int bl = t >> 2, c = t & 3;
+            const int4 w0 = load_stream(q + bl * 128 + 32 * c), w1 = load_stream(q + bl * 128 + 32 * c + 16);
+            const uint32_t* side = reinterpret_cast<const uint32_t*>(d) + bl * k_q4k_side_words;
+            const uint32_t sm = __ldg(side + c), dm = __ldg(side + 4);
+            const int sc0 = int(sm & 0xffu), sc1 = int((sm >> 8) & 0xffu);
+            const float mn0 = float((sm >> 16) & 0xffu), mn1 = float(sm >> 24);
+            const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));
+            int L0[4], L1[4];
+            uint32_t H0[4], H1[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                L0[k] = word(w0, k) & 0x0f0f0f0f;
+                L1[k] = word(w1, k) & 0x0f0f0f0f;
+                H0[k] = uint32_t(word(w0, k)) & 0xf0f0f0f0u;
+                H1[k] = uint32_t(word(w1, k)) & 0xf0f0f0f0u;
+            }
+            const int g = bl * 8 + 2 * c;
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const int8_t* ax = xq + (int64_t(g) * nb + b) * 32;  // groups g, g + 1
+                const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32 * nb),
+                           a3 = load_act(ax + 32 * nb + 16);
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    lo = __dp4a(L0[k], word(a0, k), lo);
+                    lo = __dp4a(L1[k], word(a1, k), lo);
+                    hi = dp4a_us(H0[k], word(a2, k), hi);
+                    hi = dp4a_us(H1[k], word(a3, k), hi);
+                }
+                const int isum = lo * sc0 + ((hi * sc1) >> 4);
+                acc[b] +=
+                    dd.x * xd[g * nb + b] * float(isum) - dd.y * (mn0 * xs[g * nb + b] + mn1 * xs[(g + 1) * nb + b]);
+            }
+        }
+    } else if constexpr (T == dtype::q5_k) {
+        constexpr bool five = true;
         for (int t = lane; t < n_in / 64; t += 32) {
             const int bl = t >> 2, c = t & 3;
             const uint8_t* blk = q + int64_t(bl) * (five ? 176 : 144);

@@ -49,12 +49,14 @@ __device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const ui
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int4 w = load_stream(q[r] + 16 * b);
-        int s = 0;
+        // High nibbles masked in place (16 q, unsigned dp4a): no shift per word; hi is a multiple of 16.
+        int lo = 0, hi = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            s = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), s);
-            s = __dp4a((word(w, k) >> 4) & 0x0f0f0f0f, word(a1, k), s);
+            lo = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), lo);
+            hi = dp4a_us(uint32_t(word(w, k)) & 0xf0f0f0f0u, word(a1, k), hi);
         }
+        const int s = lo + (hi >> 4);
         acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(s) - 8.0f * as);
     }
 }
@@ -111,6 +113,42 @@ __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8
         const float mn0 = float(mn & 0xffu), mn1 = float((mn >> 8) & 0xffu);
         const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&h.x));  // d, dmin
         acc[r] += dd.x * (sc0 * ad.x * float(lo) + sc1 * ad.y * float(hi)) - dd.y * (mn0 * as.x + mn1 * as.y);
+    }
+}
+
+// Q4_K task t (device layout, device-common.cuh): super-block b = t/4, c = t%4: quant bytes 32c..32c+31 hold
+// sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), elements 64c..64c+63. Per row: two 16-byte quant loads,
+// the task's scale word and the d/dmin word; the low nibbles are masked for a signed dp4a, the high ones
+// masked in place (16 q) for an unsigned one, so no shift per quant word and no 6-bit scale unpacking. Both
+// sub-blocks share one activation scale (q8_k: one per 256), so lo sc0 + hi sc1 is summed exactly in integers
+// (< 2^23) and converted once; the mins use the block sums xs.
+template <int R>
+__device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                         const float* xd, const float* xs, int t, int c, float (&acc)[R]) {
+    const int b = t >> 2;
+    const int8_t* ax = xq + b * 256 + 64 * c;
+    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const int g = b * 8 + 2 * c;
+    const float ad = xd[g];
+    const float2 as = *reinterpret_cast<const float2*>(xs + g);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w0 = load_stream(q[r] + b * 128 + 32 * c), w1 = load_stream(q[r] + b * 128 + 32 * c + 16);
+        const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]) + b * k_q4k_side_words;
+        const uint32_t sm = __ldg(side + c), dm = __ldg(side + 4);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
+            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
+            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
+            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
+        }
+        // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
+        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
+        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
     }
 }
 
@@ -202,7 +240,9 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     const int tid = (warp % W) * 32 + lane;  // index within the group
     const int64_t row0 = (int64_t(blockIdx.x) * G + group) * R;
     const int n_in = int(w.n_in);
-    const int64_t d_row = T == dtype::q6_k ? n_in / 256 : n_in / 32;
+    const int64_t d_row = T == dtype::q6_k   ? n_in / 256
+                          : T == dtype::q4_k ? n_in / 256 * 2 * k_q4k_side_words
+                                             : n_in / 32;
     const uint8_t* q[R];
     const uint16_t* d[R];
     float acc[R];
@@ -221,9 +261,12 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     } else if constexpr (T == dtype::q4_0) {
 #pragma unroll 2
         for (int t = tid; t < n_in / 32; t += S) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
-    } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
+    } else if constexpr (T == dtype::q4_k) {
 #pragma unroll 2
-        for (int t = tid; t < n_in / 64; t += S) task_qk<R, T == dtype::q5_k>(q, xq, xd, xs, t, tid & 3, acc);
+        for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+    } else if constexpr (T == dtype::q5_k) {
+#pragma unroll 2
+        for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
     } else if constexpr (T == dtype::q6_k) {
         for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, tid & 1, acc);
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {

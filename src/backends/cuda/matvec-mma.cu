@@ -364,22 +364,35 @@ __global__ void __launch_bounds__(32 * k_warps)
         }
     } else if constexpr (T == dtype::q4_k || T == dtype::q5_k) {
         constexpr bool five = T == dtype::q5_k;
-        constexpr int bb = five ? 176 : 144, qs_off = five ? 48 : 16;
+        constexpr int bb = five ? 176 : 128, qs_off = five ? 48 : 0;
         constexpr int SB = KU / 4;  // super-blocks in flight per warp (4 units of 64 elements each)
         const int n_sb = n_in / 256;
+        // Q4_K (device layout, device-common.cuh): hA/hB hold the 4 scale/min words, mA/mB d | dmin.
+        const uint32_t* sdA = five ? nullptr : reinterpret_cast<const uint32_t*>(w.d) + rA * n_sb * k_q4k_side_words;
+        const uint32_t* sdB = five ? nullptr : reinterpret_cast<const uint32_t*>(w.d) + rB * n_sb * k_q4k_side_words;
         // A warp takes whole super-blocks: their 16-byte header is loaded once per row and its 8 scales/mins
         // are unpacked with byte positions known at compile time (unit c of 4 unrolled). Lane t holds bytes
         // 32c + 8t..8t+7 of unit c: elements 8t.. of sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
         for (int s0 = warp; s0 < n_sb; s0 += k_warps * SB) {
             int4 hA[SB], hB[SB];
+            uint32_t mA[SB], mB[SB];
             int2 wa[SB][4], wb[SB][4], ha[SB], hb[SB];
 #pragma unroll
             for (int i = 0; i < SB; i++) {
                 const int sb = min(s0 + i * k_warps, n_sb - 1);
                 const uint8_t* bA = qA + int64_t(sb) * bb;
                 const uint8_t* bB = qB + int64_t(sb) * bb;
-                hA[i] = __ldcs(reinterpret_cast<const int4*>(bA));
-                hB[i] = __ldcs(reinterpret_cast<const int4*>(bB));
+                if (five) {
+                    hA[i] = __ldcs(reinterpret_cast<const int4*>(bA));
+                    hB[i] = __ldcs(reinterpret_cast<const int4*>(bB));
+                } else {
+                    const uint32_t* pA = sdA + sb * k_q4k_side_words;
+                    const uint32_t* pB = sdB + sb * k_q4k_side_words;
+                    hA[i] = make_int4(int(__ldg(pA)), int(__ldg(pA + 1)), int(__ldg(pA + 2)), int(__ldg(pA + 3)));
+                    hB[i] = make_int4(int(__ldg(pB)), int(__ldg(pB + 1)), int(__ldg(pB + 2)), int(__ldg(pB + 3)));
+                    mA[i] = __ldg(pA + 4);
+                    mB[i] = __ldg(pB + 4);
+                }
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     wa[i][c] = __ldcs(reinterpret_cast<const int2*>(bA + qs_off + 32 * c + 8 * t));
@@ -394,8 +407,9 @@ __global__ void __launch_bounds__(32 * k_warps)
             for (int i = 0; i < SB; i++) {
                 const int sb = s0 + i * k_warps;
                 if (sb >= n_sb) break;
-                const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&hA[i].x));  // d, dmin
-                const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&hB[i].x));
+                const uint32_t dmA = five ? uint32_t(hA[i].x) : mA[i], dmB = five ? uint32_t(hB[i].x) : mB[i];
+                const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&dmA));  // d, dmin
+                const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&dmB));
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     int lo[4] = {wa[i][c].x & 0x0f0f0f0f, wb[i][c].x & 0x0f0f0f0f, wa[i][c].y & 0x0f0f0f0f,
@@ -413,6 +427,14 @@ __global__ void __launch_bounds__(32 * k_warps)
                     // Scales/mins of sub-blocks 2c and 2c + 1, two at once (one per byte), as matvec's task_qk.
                     const int sh = 8 * ((2 * c) & 3);  // a constant once the loop over c is unrolled
                     auto unpack = [&](const int4& h, float& sc0, float& sc1, float& mn0, float& mn1) {
+                        if (!five) {  // Q4_K: word c holds the four bytes
+                            const uint32_t v = uint32_t(word(h, c));
+                            sc0 = float(v & 0xffu);
+                            sc1 = float((v >> 8) & 0xffu);
+                            mn0 = float((v >> 16) & 0xffu);
+                            mn1 = float(v >> 24);
+                            return;
+                        }
                         const uint32_t y = uint32_t(h.y) >> sh, z = uint32_t(h.z) >> sh, v = uint32_t(h.w) >> sh;
                         const uint32_t sc = c >= 2 ? (v & 0x0f0fu) | ((y >> 2) & 0x3030u) : y & 0x3f3fu;
                         const uint32_t mn = c >= 2 ? ((v >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u) : z & 0x3f3fu;

@@ -29,18 +29,26 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
             const uint8_t byte = row[(i / 32) * 16 + (j % 16)];
             return h2f(w.d[r * (w.n_in / 32) + i / 32]) * float(int((j < 16 ? byte & 15 : byte >> 4)) - 8);
         }
-        case dtype::q4_k:
+        case dtype::q4_k: {
+            const int e = int(i % 256), s = e / 32, l = e % 32;
+            const uint8_t byte = row[(i / 256) * 128 + 32 * (s / 2) + l];
+            const int qv = (s % 2) ? byte >> 4 : byte & 15;
+            const uint8_t* side =
+                reinterpret_cast<const uint8_t*>(w.d) + (r * (w.n_in / 256) + i / 256) * 4 * k_q4k_side_words;
+            const int scale = side[4 * (s / 2) + s % 2], mn = side[4 * (s / 2) + 2 + s % 2];
+            const float d = h2f(uint16_t(side[16] | side[17] << 8)), dmin = h2f(uint16_t(side[18] | side[19] << 8));
+            return d * float(scale) * float(qv) - dmin * float(mn);
+        }
         case dtype::q5_k: {
-            const bool five = w.type == dtype::q5_k;
-            const uint8_t* blk = row + (i / 256) * (five ? 176 : 144);
+            const uint8_t* blk = row + (i / 256) * 176;
             const int e = int(i % 256), s = e / 32, l = e % 32;
             const uint8_t* sc = blk + 4;
             int scale, mn;
             scale_min_bytes(sc, s, scale, mn);
-            const uint8_t* qs = blk + (five ? 48 : 16);
+            const uint8_t* qs = blk + 48;
             const uint8_t byte = qs[32 * (s / 2) + l];
             int qv = (s % 2) ? byte >> 4 : byte & 15;
-            if (five) qv |= ((blk[16 + l] >> s) & 1) << 4;
+            qv |= ((blk[16 + l] >> s) & 1) << 4;
             const float d = h2f(uint16_t(blk[0] | blk[1] << 8)), dmin = h2f(uint16_t(blk[2] | blk[3] << 8));
             return d * float(scale) * float(qv) - dmin * float(mn);
         }

@@ -287,6 +287,22 @@ __global__ void fix_k_headers_kernel(gpu_weight w, uint64_t n_blocks, int block_
     }
 }
 
+// Q4_K side words (device layout, device-common.cuh): 6-bit scales and mins, then d and dmin as above.
+__global__ void fix_q4k_side_kernel(gpu_weight w, uint64_t n_blocks, uint64_t seed) {
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    uint32_t* side = reinterpret_cast<uint32_t*>(const_cast<uint16_t*>(w.d));
+    for (uint64_t b = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < n_blocks; b += stride) {
+        uint32_t* p = side + b * k_q4k_side_words;
+        const uint64_t h0 = mix(seed ^ (b * 0x9e3779b97f4a7c15ull)), h1 = mix(h0 + 1);
+        p[0] = uint32_t(h0) & 0x3f3f3f3fu;
+        p[1] = uint32_t(h0 >> 32) & 0x3f3f3f3fu;
+        p[2] = uint32_t(h1) & 0x3f3f3f3fu;
+        p[3] = uint32_t(h1 >> 32) & 0x3f3f3f3fu;
+        p[4] = uint32_t(rand_half(mix(seed + b) | 0x800000, 0.002f)) |
+               uint32_t(rand_half(mix(seed + b + 1) | 0x800000, 0.001f)) << 16;
+    }
+}
+
 __global__ void fill_f32_kernel(float* p, int64_t n, float v) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         p[i] = v;
@@ -416,10 +432,9 @@ void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s) {
     const uint64_t q_bytes = uint64_t(w.q_row_bytes) * uint64_t(w.n_out);
     const uint64_t n_d = w.d ? uint64_t(device_d_row_elems(w.type, w.n_in)) * uint64_t(w.n_out) : 0;
     fill_random_kernel<<<2048, 256, 0, s>>>(w, seed, q_bytes / 4, n_d);
-    if (w.type == dtype::q4_k || w.type == dtype::q5_k) {
-        const int bb = w.type == dtype::q4_k ? 144 : 176;
-        fix_k_headers_kernel<<<1024, 256, 0, s>>>(w, q_bytes / uint64_t(bb), bb, seed * 31 + 7);
-    }
+    if (w.type == dtype::q5_k) fix_k_headers_kernel<<<1024, 256, 0, s>>>(w, q_bytes / 176, 176, seed * 31 + 7);
+    if (w.type == dtype::q4_k)
+        fix_q4k_side_kernel<<<1024, 256, 0, s>>>(w, uint64_t(w.n_out) * uint64_t(w.n_in / 256), seed * 31 + 7);
 }
 
 void launch_fill_f32(float* p, int64_t n, float v, cudaStream_t s) {

@@ -37,24 +37,34 @@ __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8
             for (int i = 0; i < 8; i++) v[i] = d * float(int(((i < 4 ? b.x : b.y) >> (8 * (i & 3) + sh)) & 15) - 8);
             break;
         }
-        case dtype::q4_k:
+        case dtype::q4_k: {
+            const int el = int(e % 256), s = el / 32, l0 = el % 32;
+            const uint8_t* side =
+                reinterpret_cast<const uint8_t*>(w.d) + (r * (w.n_in / 256) + e / 256) * 4 * k_q4k_side_words;
+            const int scale = side[4 * (s / 2) + s % 2], mn = side[4 * (s / 2) + 2 + s % 2];
+            const uint2 b = *reinterpret_cast<const uint2*>(row + (e / 256) * 128 + 32 * (s / 2) + l0);
+            const float d = h2f(uint16_t(side[16] | side[17] << 8)) * float(scale);
+            const float m = h2f(uint16_t(side[18] | side[19] << 8)) * float(mn);
+            const int sh = (s % 2) ? 4 : 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = d * float(int(((i < 4 ? b.x : b.y) >> (8 * (i & 3) + sh)) & 15)) - m;
+            break;
+        }
         case dtype::q5_k: {
-            const bool five = w.type == dtype::q5_k;
-            const uint8_t* blk = row + (e / 256) * (five ? 176 : 144);
+            const uint8_t* blk = row + (e / 256) * 176;
             const int el = int(e % 256), s = el / 32, l0 = el % 32;
             const uint8_t* sc = blk + 4;
             int scale, mn;
             scale_min_bytes(sc, s, scale, mn);
-            const uint2 b = *reinterpret_cast<const uint2*>(blk + (five ? 48 : 16) + 32 * (s / 2) + l0);
-            uint2 h = make_uint2(0, 0);
-            if (five) h = *reinterpret_cast<const uint2*>(blk + 16 + l0);
+            const uint2 b = *reinterpret_cast<const uint2*>(blk + 48 + 32 * (s / 2) + l0);
+            const uint2 h = *reinterpret_cast<const uint2*>(blk + 16 + l0);
             const float d = h2f(uint16_t(blk[0] | blk[1] << 8)) * float(scale);
             const float m = h2f(uint16_t(blk[2] | blk[3] << 8)) * float(mn);
             const int sh = (s % 2) ? 4 : 0;
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 int q = int(((i < 4 ? b.x : b.y) >> (8 * (i & 3) + sh)) & 15);
-                if (five) q |= int(((i < 4 ? h.x : h.y) >> (8 * (i & 3) + s)) & 1) << 4;
+                q |= int(((i < 4 ? h.x : h.y) >> (8 * (i & 3) + s)) & 1) << 4;
                 v[i] = d * float(q) - m;
             }
             break;
