@@ -87,6 +87,7 @@ matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
     if (!matvec_uses_int8(w.type)) return {2, 4};
     if (w.type == dtype::q6_k) return {2, 1};
+    if (w.type == dtype::q4_k) return {2, 2};  // its device-layout kernel: 2 x 2 best on every sweep shape
     if (w.n_in >= 8192) return {2, 4};
     if (w.n_out <= 4096) return {2, 2};
     if (w.type == dtype::q8_0 || w.type == dtype::q4_0) return {1, 1};
