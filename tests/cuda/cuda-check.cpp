@@ -390,7 +390,7 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
         struct mat {
             int64_t n_in, n_out;
         };
-        const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}};
+        const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}, {4096, 1024}};
         for (dtype t : {dtype::q4_k, dtype::q6_k}) {
             for (const auto& m : mats) {
                 std::string line = fmt::format("  {:<5} {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);

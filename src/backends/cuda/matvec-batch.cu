@@ -179,8 +179,7 @@ __global__ void __launch_bounds__(32 * k_warps)
             Hw[0] = load_stream(blk + 128 + 32 * hh);
             Hw[1] = load_stream(blk + 144 + 32 * hh);
             const int4 sc = load_stream(blk + 192);
-            int qv[4][8];
-            float s0[4], s1[4];
+            int qv[4][8], s0[4], s1[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
 #pragma unroll
@@ -189,15 +188,15 @@ __global__ void __launch_bounds__(32 * k_warps)
                     const int hw = word(Hw[k / 4], k % 4);
                     qv[j][k] = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
                 }
-                s0[j] = float(int8_t(byte_of(sc, 8 * hh + 2 * j)));
-                s1[j] = float(int8_t(byte_of(sc, 8 * hh + 2 * j + 1)));
+                s0[j] = int8_t(byte_of(sc, 8 * hh + 2 * j));
+                s1[j] = int8_t(byte_of(sc, 8 * hh + 2 * j + 1));
             }
             const float dw = h2f(__ldg(d + bl));
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
                 const int g0 = bl * 8 + 4 * hh;  // groups g0 + j, j < 4
-                float part = 0;
+                int part = 0;  // exact integer sum, as matvec's task_q6_k (one activation scale per super-block)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int8_t* ax = xq + (int64_t(g0 + j) * nb + b) * 32;
@@ -209,10 +208,9 @@ __global__ void __launch_bounds__(32 * k_warps)
                         sum[k / 4] = __dp4a(0x01010101, av, sum[k / 4]);
                         dot[k / 4] = __dp4a(qv[j][k], av, dot[k / 4]);
                     }
-                    part += xd[(g0 + j) * nb + b] *
-                            (s0[j] * float(dot[0] - 32 * sum[0]) + s1[j] * float(dot[1] - 32 * sum[1]));
+                    part += s0[j] * (dot[0] - 32 * sum[0]) + s1[j] * (dot[1] - 32 * sum[1]);
                 }
-                acc[b] += dw * part;
+                acc[b] += dw * (xd[g0 * nb + b] * float(part));
             }
         }
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {

@@ -171,7 +171,9 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
         sc[r] = load_stream(blk + 192);
     }
     const int8_t* ax = xq + b * 256 + 128 * hh;
-    float part[R];
+    // The 8 sub-blocks' scaled dots are summed exactly in integers (|sum| < 2^27) and converted once: the
+    // activation scale is one per super-block (q8_k), so no int-to-float conversion per sub-block.
+    int part[R];
 #pragma unroll
     for (int r = 0; r < R; r++) part[r] = 0;
 #pragma unroll
@@ -180,7 +182,6 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
         int sum[2] = {0, 0};
 #pragma unroll
         for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
-        const float ad = xd[b * 8 + 4 * hh + j];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int dot[2] = {0, 0};
@@ -191,13 +192,14 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
                 const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
                 dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
             }
-            const float s0 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j)));
-            const float s1 = float(int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1)));
-            part[r] += ad * (s0 * float(dot[0] - 32 * sum[0]) + s1 * float(dot[1] - 32 * sum[1]));
+            const int s0 = int8_t(byte_of(sc[r], 8 * hh + 2 * j));
+            const int s1 = int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1));
+            part[r] += s0 * (dot[0] - 32 * sum[0]) + s1 * (dot[1] - 32 * sum[1]);
         }
     }
+    const float ad = xd[b * 8];
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * part[r];
+    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(part[r]));
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
