@@ -48,7 +48,8 @@ matvec_shape default_matvec_shape(const gpu_weight& w);
 // Forces one shape on every later launch_matvec ({0, 0}: back to the default); for benchmarks only.
 void force_matvec_shape(matvec_shape shape);
 
-// y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]
+// y[o] = (accumulate ? y[o] : 0) + sum_i W[o][i] x[i]. K formats need activations quantized with q_block 256
+// (launch_quantize): Q4_K and Q6_K sum their sub-blocks in integers under the one activation scale per 256.
 void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, cudaStream_t s);
 // q_block: elements per activation scale, 32 (as the CPU's q8_0, for Q8_0/Q4_0 weights) or 256 (as its q8_k,
