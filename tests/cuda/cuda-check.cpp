@@ -3,7 +3,7 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
-//                               [--sweep] [--diag] [--profile] [--sampling]
+//                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -430,6 +430,46 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with no fusion, each fusion alone and all
+// (none and all twice, for the drift within the run), then the batched step at B=8 against the single-sequence
+// graph with all fusions.
+void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    fmt::print(
+        "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16 (bits: 1 rope+kv in qkv, 2 attention "
+        "merge, 4 rmsnorm in wo/down, 8 swiglu in gate/up):\n");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        try {
+            for (unsigned v : {0u, 15u, 1u, 2u, 4u, 8u, 0u, 15u}) {
+                cuda::set_decode_fusion(v);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int n = 128, warm = 16;
+                const double s = d->bench_decode(n, warm, 1);
+                const double tps = n / s, bytes = double(d->streamed_bytes_per_token());
+                const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                fmt::print("  {:<7} fuse {:2} tg{} {:7.1f} tok/s  {:7.1f} us/token  {:5.2f} us/layer  ratio {:.3f}\n",
+                           file_type_name(ft), v, n, tps, 1e6 / tps, 1e6 / tps / preset.config.n_layer, tps / limit);
+                std::fflush(stdout);
+            }
+            for (unsigned v : {0u, 15u}) {
+                cuda::set_decode_fusion(v);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const double single = 128 / d->bench_decode(128, 16, 1);
+                auto batch = d->make_batch(16, 256);
+                const double b8 = 8 * 64 / batch->bench(8, 64, 8, 1);
+                fmt::print("  {:<7} fuse {:2} batched: single graph {:.1f} tok/s, B=8 {:.1f} tok/s ({:.2f}x)\n",
+                           file_type_name(ft), v, single, b8, b8 / single);
+                std::fflush(stdout);
+            }
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench fusion {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_decode_fusion(15);
+}
+
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
 // decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
 void bench_batch_decode(const std::string& only) {
@@ -720,7 +760,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false;
+    bool sampling_only = false, fusion_bench = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -750,6 +790,8 @@ int main(int argc, char** argv) {
             profile_batch = true;
         else if (a == "--sampling")
             sampling_only = true;
+        else if (a == "--fusion-bench")
+            fusion_bench = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -848,7 +890,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (batch_bench) {
+        if (fusion_bench) {
+            bench_fusion(bw, only);
+        } else if (batch_bench) {
             bench_batch_decode(only);
         } else {
             if (do_bench && do_old_bench) bench(bw, sweep);

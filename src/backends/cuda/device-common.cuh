@@ -125,6 +125,74 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
     }
 }
 
+// Writes out[e] = f(e) for e in [e0, e0 + n_e) with the block's threads and, with xq non-null, quantizes the values
+// in units of qb (32 or 256; e0 and n_e multiples of qb), one warp per unit, as quantize_warp: the same bits as the
+// element-per-thread kernels (quantize_block256 of ops.cu: max and integer sums do not depend on the order). f is
+// evaluated twice per element (amax pass, then the values) to keep few registers live: these run as the epilogue
+// of the matvec kernels, whose occupancy depends on their register count. Used by the fused epilogues of the
+// decode step (the last block of a producer finishes a range of elements).
+template <typename F>
+__device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* out, int qb, int8_t* xq, float* xd,
+                                             float* xs, int64_t row = 0, int64_t n_rows = 1) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    if (!xq) {
+#pragma unroll 1
+        for (int i = threadIdx.x; i < n_e; i += blockDim.x) out[e0 + i] = f(e0 + i);
+        return;
+    }
+#pragma unroll 1
+    for (int u = warp; u < n_e / qb; u += n_warps) {
+        const int64_t b = e0 + int64_t(u) * qb;
+        float amax = 0;
+#pragma unroll 1
+        for (int k = 0; k < qb / 32; k++) amax = fmaxf(amax, fabsf(f(b + 32 * k + lane)));
+        amax = warp_max(amax);
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+#pragma unroll 1
+        for (int k = 0; k < qb / 32; k++) {
+            const float v = f(b + 32 * k + lane);
+            out[b + 32 * k + lane] = v;
+            const int q = __float2int_rn(__fmul_rn(v, inv));
+            const int64_t g = (b / 32 + k) * n_rows + row;
+            xq[g * 32 + lane] = int8_t(q);
+            const int sq = warp_sum_int(q);
+            if (lane == 0) {
+                xd[g] = d;
+                xs[g] = d * float(sq);
+            }
+        }
+    }
+}
+
+// RoPE of the pair (x0, x1) = pair i (i < n_rot / 2) at position pos; the one expression both the RoPE kernel and
+// the fused matvec epilogue use (same contraction, same bits).
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, int pos, int i, const float* freq,
+                                            const float* factors) {
+    float theta = float(pos) * freq[i];
+    if (factors) theta /= factors[i];
+    float sn, cs;
+    sincosf(theta, &sn, &cs);
+    const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
+    x0 = r0;
+    x1 = r1;
+}
+
+// The last block of a grid to arrive (counter: zero before the grid, reset here for the next launch or graph
+// replay); every thread calls it after its global writes. Returns true in every thread of that block, whose later
+// reads of the other blocks' writes must bypass L1 (__ldcg).
+__device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned expected) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) == expected - 1;
+        if (last) *counter = 0;  // every other block has arrived: nothing else touches it in this grid
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 constexpr int k_attn_warps = 4;
 
 // Split-K decode attention of one (head h, key range `split` of n_split) for one query q ([n_head * hd] f32):
@@ -192,17 +260,20 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
     }
 }
 
-// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]).
+// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]); CG: loads
+// bypass L1 (the partials were written by other blocks of the same grid).
+template <bool CG = false>
 __device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {
+    auto ld = [](const float* a) { return CG ? __ldcg(a) : *a; };
     float M = -INFINITY;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
+        if (ld(p + s * (hd + 2) + 1) > 0) M = fmaxf(M, ld(p + s * (hd + 2)));
     float L = 0;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+        if (ld(p + s * (hd + 2) + 1) > 0) L += ld(p + s * (hd + 2) + 1) * expf(ld(p + s * (hd + 2)) - M);
     float a = 0;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+        if (ld(p + s * (hd + 2) + 1) > 0) a += ld(p + s * (hd + 2) + 2 + d) * expf(ld(p + s * (hd + 2)) - M);
     return a / L;
 }
 

@@ -190,12 +190,95 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
+// Epilogues of the decode step's fused matvecs (matvec_epilogue in cuda-kernels.h). fin[j]: the finished sum of row
+// base + j of the block's nb rows (nb even, base even).
+
+// Q/K/V rows in pairs (2i, 2i + 1): the rotation pairs of normal RoPE, as rope_kv_kernel of ops.cu.
+__device__ __forceinline__ void epilogue_rope_kv(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
+                                                 int64_t n_out, float* y) {
+    const int t = threadIdx.x;
+    const int64_t ra = base + 2 * t;
+    if (2 * t >= nb || ra >= n_out) return;
+    const rope_params& p = ep.rope;
+    const int64_t idx = ep.offset + ra;  // index into [q_dim + 2 kv_dim]
+    const int head = int(idx / p.head_dim), a = int(idx % p.head_dim);
+    const bool is_v = head >= p.n_head + p.n_head_kv;
+    const int pos = *ep.pos;
+    float x0 = fin[2 * t], x1 = fin[2 * t + 1];
+    if (ep.bias) {
+        x0 += ep.bias[idx];
+        x1 += ep.bias[idx + 1];
+    }
+    if (!is_v && a < p.n_rot) rope_rotate(x0, x1, pos, a / 2, p.freq, p.factors);
+    y[ra] = x0;
+    y[ra + 1] = x1;
+    if (head >= p.n_head) {
+        const int kv_dim = p.n_head_kv * p.head_dim;
+        __half* c = reinterpret_cast<__half*>(is_v ? ep.v_cache : ep.k_cache);
+        const int h = head - p.n_head - (is_v ? p.n_head_kv : 0);
+        c[int64_t(pos) * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
+        c[int64_t(pos) * kv_dim + h * p.head_dim + a + 1] = __float2half_rn(x1);
+    }
+}
+
+// RMSNorm of x [n] by one block of 128 threads in the order of rms_norm_kernel of ops.cu (256 threads: thread
+// vt sums squares of elements vt + 256 m in double, butterflies per warp of 32, then the 8 warp sums in order):
+// thread t plays vt = t and t + 128, so the scale and every output bit are the kernel's.
+__device__ __forceinline__ void block_rms_norm_128(const float* x, const float* w, float* out, int n, float eps, int qb,
+                                                   int8_t* xq, float* xd, float* xs) {
+    __shared__ double partial[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        double ss = 0;
+        for (int i = threadIdx.x + 128 * k; i < n; i += 256) {
+            const float xi = __ldcg(x + i);
+            ss += double(xi) * double(xi);
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) partial[4 * k + warp] = ss;
+    }
+    __syncthreads();
+    double t = 0;
+    for (int k = 0; k < 8; k++) t += partial[k];
+    const float scale = float(1.0 / sqrt(t / double(n) + double(eps)));
+    finish_elems([&](int64_t i) { return __ldcg(x + i) * scale * w[i]; }, 0, n, out, qb, xq, xd, xs);
+}
+
+// Stores the block's rows; with rms_norm / swiglu the last block (of the grid / of the chunk) finishes the
+// vector. Every thread of the block calls it.
+__device__ __forceinline__ void matvec_epilogue_run(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
+                                                    int64_t n_out, float* y, bool accumulate) {
+    if (ep.kind == matvec_epilogue::rope_kv) {
+        epilogue_rope_kv(ep, fin, nb, base, n_out, y);
+        return;
+    }
+    const int t = threadIdx.x;
+    if (t < nb && base + t < n_out) y[base + t] = accumulate ? y[base + t] + fin[t] : fin[t];
+    if (ep.kind == matvec_epilogue::rms_norm) {
+        if (!last_block_arrived(ep.counter, gridDim.x)) return;
+        block_rms_norm_128(y, ep.norm_w, ep.out, int(n_out), ep.eps, ep.q_block, ep.xq, ep.xd, ep.xs);
+    } else {
+        constexpr int C = 256;  // outputs per chunk
+        const int64_t c = (base % ep.n_ff) / C;
+        if (!last_block_arrived(ep.counter + c, unsigned(2 * C / nb))) return;
+        const float* gu = y;
+        const int64_t n_ff = ep.n_ff;
+        finish_elems(
+            [&](int64_t i) {
+                const float g = __ldcg(gu + i);
+                return g / (1.0f + expf(-g)) * __ldcg(gu + n_ff + i);
+            },
+            c * C, C, ep.out, ep.q_block, ep.xq, ep.xd, ep.xs);
+    }
+}
+
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
 template <dtype T, int R, int W>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  int accumulate) {
+                  int accumulate, const __grid_constant__ matvec_epilogue ep) {
     constexpr int S = 32 * W;  // task stride
     constexpr int G = k_block_warps / W;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
@@ -264,6 +347,30 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     float v[R];
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
+    if (ep.kind != matvec_epilogue::none) {
+        // The block's G * R row sums in the same order as below, then the epilogue.
+        __shared__ float fin[k_block_warps * R];
+        if constexpr (W > 1) {
+            __shared__ float part_e[k_block_warps][R];
+            if (lane == 0)
+#pragma unroll
+                for (int r = 0; r < R; r++) part_e[warp][r] = v[r];
+            __syncthreads();
+            if (tid < R) {
+                float s = 0;
+#pragma unroll
+                for (int k = 0; k < W; k++) s += part_e[group * W + k][tid];
+                fin[group * R + tid] = s;
+            }
+        } else {
+            if (lane == 0)
+#pragma unroll
+                for (int r = 0; r < R; r++) fin[group * R + r] = v[r];
+        }
+        __syncthreads();
+        matvec_epilogue_run(ep, fin, G * R, int64_t(blockIdx.x) * G * R, w.n_out, y, accumulate != 0);
+        return;
+    }
     if constexpr (W > 1) {
         __shared__ float part[k_block_warps][R];
         if (lane == 0)
@@ -286,14 +393,14 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block.
 template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+                   bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
     const int acc = accumulate ? 1 : 0;
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                                \
-    if (shape.rows == R && shape.warps == W) {                                                   \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
-        return;                                                                                  \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                    \
+    if (shape.rows == R && shape.warps == W) {                                                       \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep); \
+        return;                                                                                      \
     }
     MEMTILE_MATVEC_CASE(1, 1)
     MEMTILE_MATVEC_CASE(1, 2)
@@ -302,15 +409,15 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep);
 }
 
 // Per family (defined in its .cu file).
 void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
 void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
 void launch_matvec_float(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                         float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+                         float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
 
 }  // namespace memtile::cuda::detail

@@ -153,15 +153,7 @@ __global__ void __launch_bounds__(256)
         x0 += bias[head * p.head_dim + a];
         x1 += bias[head * p.head_dim + b];
     }
-    if (!is_v && i < half) {
-        float theta = float(pos) * p.freq[i];
-        if (p.factors) theta /= p.factors[i];
-        float sn, cs;
-        sincosf(theta, &sn, &cs);
-        const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
-        x0 = r0;
-        x1 = r1;
-    }
+    if (!is_v && i < half) rope_rotate(x0, x1, pos, i, p.freq, p.factors);
     v[a] = x0;
     v[b] = x1;
     if (head >= p.n_head) {
@@ -188,6 +180,32 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
                            pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y,
                            partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
+}
+
+// attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
+// chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
+// attn_combine_kernel without its launch. counters: [rows][n_head / hc], zero between launches.
+template <int ND>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
+                      int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
+                      int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    const int row = blockIdx.z, n_split = gridDim.y;
+    const int slot = slots ? slots[row] : 0;
+    partial += int64_t(row) * n_head * n_split * (hd + 2);
+    attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
+                           pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
+    const int chunk = blockIdx.x / hc;
+    if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
+    const int n = n_head * hd;
+    finish_elems(
+        [&](int64_t e) {
+            const int h = int(e / hd), d = int(e % hd);
+            return attn_merge<true>(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
+        },
+        int64_t(chunk) * hc * hd, hc * hd, out + int64_t(row) * n, q_block, xq, xd, xs, row, gridDim.z);
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
@@ -379,12 +397,65 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     if (xq && q_block > 0 && !fused) launch_quantize_rows(out, n_rows, n, q_block, xq, xd, xs, s);
 }
 
+// Heads per merge chunk of the fused attention kernel (a whole number of quantization units, 32 or 256 elements),
+// or 0 when the shapes do not allow it.
+static int attn_chunk_heads(const rope_params& p, int q_block, bool quantize) {
+    const int n = p.n_head * p.head_dim;
+    if (!quantize) return 1;
+    if (n % 32 != 0) return 0;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const int hc = p.head_dim % qb == 0 ? 1 : qb % p.head_dim == 0 ? qb / p.head_dim : 0;
+    return hc > 0 && p.n_head % hc == 0 ? hc : 0;
+}
+
+int attention_merge_counters(const rope_params& p) {
+    return p.n_head;
+}
+
+bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
+                            const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,
+                            int n_split, float* partial, unsigned* counters, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s) {
+    const bool quantize = xq && q_block > 0;
+    const int hc = attn_chunk_heads(p, q_block, quantize);
+    if (hc == 0) return false;
+    const int n = p.n_head * p.head_dim;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
+    const auto* kc = reinterpret_cast<const __half*>(k_cache);
+    const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const int nd = (p.head_dim + 31) / 32;
+    auto* kernel = nd <= 1   ? attn_fused_kernel<1>
+                   : nd <= 2 ? attn_fused_kernel<2>
+                   : nd <= 4 ? attn_fused_kernel<4>
+                             : attn_fused_kernel<8>;
+    launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
+           p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
+           quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    return true;
+}
+
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s) {
     launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
     launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
                           s);
+}
+
+void launch_attention_split(float* qkv, const rope_params& p, const int32_t* pos, const uint16_t* k_cache,
+                            const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s) {
+    launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
+                          s);
+}
+
+void launch_attention_batch_split(float* qkv, int n_rows, const rope_params& p, const int32_t* pos,
+                                  const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache,
+                                  const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block,
+                                  int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    launch_attention_core(qkv, p.n_head * p.head_dim + 2 * p.n_head_kv * p.head_dim, n_rows, p, pos, slots, slot_stride,
+                          k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs, s);
 }
 
 void launch_attention_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,
