@@ -62,8 +62,9 @@ std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, in
 // MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.
 void set_pdl(bool on);
 // Kernel fusions of the decode step (decoder.cpp, docs/cuda.md), bits: 1 RoPE + KV write in the Q/K/V matvecs,
-// 2 attention merge in the attention kernel, 4 RMSNorm in Wo / down, 8 SwiGLU in gate/up. All on (15) unless set
-// here or by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results either way (for A/B benchmarks).
+// 2 attention merge in the attention kernel (also in the batched step), 8 SwiGLU in gate/up (4: unused, was RMSNorm
+// in Wo / down, measured slower and removed). All on (11) unless set here or by MEMTILE_CUDA_FUSE; read when a graph
+// is captured; bit-equal results either way (for A/B benchmarks).
 void set_decode_fusion(unsigned mask);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:

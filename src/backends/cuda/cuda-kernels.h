@@ -67,7 +67,7 @@ struct rope_params {
 // What a matvec launch does after its dot products besides storing y (the decode step's fusions, docs/cuda.md);
 // the results are bit-equal to the separate kernels'.
 struct matvec_epilogue {
-    enum kind_t { none, rope_kv, rms_norm, swiglu } kind = none;
+    enum kind_t { none, rope_kv, swiglu } kind = none;
     // rope_kv (y = qkv + offset, a part of [q_dim + 2 kv_dim]; normal RoPE only): adds bias (nullable, indexed
     // as qkv), rotates the q and k pairs at *pos and writes k and v rows as f16 into the caches, as launch_rope_kv.
     int64_t offset = 0;
@@ -75,15 +75,12 @@ struct matvec_epilogue {
     const float* bias = nullptr;
     const int32_t* pos = nullptr;
     uint16_t *k_cache = nullptr, *v_cache = nullptr;
-    // rms_norm (y = x of n_out elements, normally accumulated): the last block writes out = rms_norm(y) * norm_w
-    // and its quantization, as launch_rms_norm. swiglu (y = gu, n_out = 2 n_ff): the last block of each chunk of
-    // 256 outputs writes out = silu(gate) * up and its quantization, as launch_swiglu. counter(s): zero before
-    // the launch, left zero (swiglu: n_ff / 256 of them).
-    const float* norm_w = nullptr;
-    float eps = 0;
+    // swiglu (y = gu, n_out = 2 n_ff, n_ff % 256 == 0): the last block of each chunk of 256 outputs writes
+    // out = silu(gate) * up and, with xq, its quantization (q_block 32 or 256), as launch_swiglu. counter: n_ff / 256
+    // counters, zero before the launch and left zero. out/xq/xd/xs must not be the matvec's own input.
     int64_t n_ff = 0;
     float* out = nullptr;
-    int q_block = 32;  // 32 or 256
+    int q_block = 32;
     int8_t* xq = nullptr;
     float *xd = nullptr, *xs = nullptr;
     unsigned* counter = nullptr;

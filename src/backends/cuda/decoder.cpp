@@ -36,9 +36,9 @@ using part = view_part;
 using layer_weights = layer_view;
 
 // Fusions of the decode step (bits of set_decode_fusion / MEMTILE_CUDA_FUSE): read when a graph is captured.
-constexpr unsigned fuse_rope = 1, fuse_merge = 2, fuse_norm = 4, fuse_swiglu = 8;
+constexpr unsigned fuse_rope = 1, fuse_merge = 2, fuse_swiglu = 8;
 bool g_fusion_set = false;
-unsigned g_fusion = 15;
+unsigned g_fusion = fuse_rope | fuse_merge | fuse_swiglu;
 
 class cuda_decoder final : public decoder {
 public:
@@ -374,12 +374,12 @@ private:
         k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
         v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
         // The fused SwiGLU's output (the down matrix's input) and the fused epilogues' counters (zero between
-        // kernels): [0] RMSNorm, then the attention merge chunks, then the SwiGLU chunks.
+        // kernels): the attention merge chunks, then the SwiGLU chunks.
         xn2_ = static_cast<float*>(alloc(size_t(F) * 4));
         xq2_ = static_cast<int8_t*>(alloc(size_t(F)));
         xd2_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
         xs2_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
-        const size_t n_counters = 1 + size_t(c.n_head) + size_t(F / 256 + 1);
+        const size_t n_counters = size_t(c.n_head) + size_t(F / 256 + 1);
         counters_ = static_cast<unsigned*>(alloc(n_counters * sizeof(unsigned)));
         check(cudaMemset(counters_, 0, n_counters * sizeof(unsigned)), "cudaMemset");
         io_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
@@ -403,31 +403,10 @@ private:
         return 32;
     }
 
-    // Epilogue of a residual-writing matvec (Wo, down) that normalizes x_ for the next consumers as launch_rms_norm
-    // does (quantized only when a consumer reads int8).
-    matvec_epilogue norm_epilogue(const float* norm_w, const std::vector<part>& consumers) const {
-        const int64_t E = cfg_.n_embd;
-        matvec_epilogue ep;
-        ep.kind = matvec_epilogue::rms_norm;
-        ep.norm_w = norm_w;
-        ep.eps = cfg_.norm_eps;
-        ep.out = xn_;
-        ep.q_block = q_block(consumers) == 256 && E % 256 == 0 ? 256 : 32;
-        bool int8 = false;
-        for (const auto& p : consumers) int8 = int8 || matvec_uses_int8(p.w.type);
-        if (int8 && E % 32 == 0) {
-            ep.xq = xq_;
-            ep.xd = xd_;
-            ep.xs = xs_;
-        }
-        ep.counter = counters_;
-        return ep;
-    }
-
     // The decode step, in stream order (captured once into the graph). Fusions (decode_fusion(), docs/cuda.md):
-    // RoPE + KV write in the Q/K/V matvecs, the attention merge in the attention kernel's last blocks, RMSNorm in
-    // the last block of Wo / down, SwiGLU in the last blocks of gate/up; each falls back to its own kernel where
-    // the shapes do not allow it. Results are bit-equal either way.
+    // RoPE + KV write in the Q/K/V matvecs, the attention merge in the attention kernel's last blocks, SwiGLU in the
+    // last blocks of gate/up; each falls back to its own kernel where the shapes do not allow it. Bit-equal results
+    // either way.
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -439,14 +418,13 @@ private:
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
         const unsigned fz = decode_fusion();
-        unsigned* merge_counters = counters_ + 1;
+        unsigned* merge_counters = counters_;
         unsigned* swiglu_counters = merge_counters + attention_merge_counters(rp);
-        bool normed = false;  // x_ already normalized into xn_/xq_ for the next consumers by the last matvec
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
-            if (!normed) launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
+            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             bool roped = fz & fuse_rope;
             std::vector<matvec_epilogue> qkv_eps;
             for (const auto& p : L.qkv) {
@@ -473,19 +451,15 @@ private:
             if (!((fz & fuse_merge) && launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_,
                                                               partial_, merge_counters, att_, wo_qb, xq_, xd_, xs_, s)))
                 launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
-            normed = (fz & fuse_norm) &&
-                     launch_matvec_ep(L.wo, att_, xq_, xd_, xs_, x_, true, norm_epilogue(L.ffn_norm, L.gate_up), s);
-            if (!normed) {
-                launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
-                launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
-            }
+            launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
+            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             // The fused SwiGLU writes its own buffers: other gate/up blocks still read xn_/xq_.
             matvec_epilogue se;
             se.kind = matvec_epilogue::swiglu;
             se.n_ff = F;
             se.out = xn2_;
-            se.q_block = q_block({{L.down, 0}}) == 256 ? 256 : 32;
-            if (matvec_uses_int8(L.down.type) && F % 32 == 0) {
+            se.q_block = q_block({{L.down, 0}});
+            if (matvec_uses_int8(L.down.type)) {
                 se.xq = xq2_;
                 se.xd = xd2_;
                 se.xs = xs2_;
@@ -493,24 +467,15 @@ private:
             se.counter = swiglu_counters;
             const bool swiglued = (fz & fuse_swiglu) && L.gate_up.size() == 1 && L.gate_up[0].offset == 0 &&
                                   launch_matvec_ep(L.gate_up[0].w, xn_, xq_, xd_, xs_, gu_, false, se, s);
-            if (!swiglued) {
+            if (swiglued) {
+                launch_matvec(L.down, xn2_, xq2_, xd2_, xs2_, x_, true, s);
+            } else {
                 for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
                 launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
+                launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
             }
-            float* dn = swiglued ? xn2_ : xn_;
-            int8_t* dq = swiglued ? xq2_ : xq_;
-            float* dd = swiglued ? xd2_ : xd_;
-            float* ds = swiglued ? xs2_ : xs_;
-            const bool last = il + 1 == c.n_layer;
-            normed = (fz & fuse_norm) &&
-                     launch_matvec_ep(L.down, dn, dq, dd, ds, x_, true,
-                                      last ? norm_epilogue(output_norm_, {{output_, 0}})
-                                           : norm_epilogue(layers_[il + 1].attn_norm, layers_[il + 1].qkv),
-                                      s);
-            if (!normed) launch_matvec(L.down, dn, dq, dd, ds, x_, true, s);
         }
-        if (!normed)
-            launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
+        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
         launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
         launch_argmax(logits_, int(c.n_vocab), token, pos, s);
     }

@@ -128,9 +128,9 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
 // Writes out[e] = f(e) for e in [e0, e0 + n_e) with the block's threads and, with xq non-null, quantizes the values
 // in units of qb (32 or 256; e0 and n_e multiples of qb), one warp per unit, as quantize_warp: the same bits as the
 // element-per-thread kernels (quantize_block256 of ops.cu: max and integer sums do not depend on the order). f is
-// evaluated twice per element (amax pass, then the values) to keep few registers live: these run as the epilogue
-// of the matvec kernels, whose occupancy depends on their register count. Used by the fused epilogues of the
-// decode step (the last block of a producer finishes a range of elements).
+// evaluated twice per element (amax pass, then the values; callers read values staged in shared memory) to keep few
+// registers live: this runs in the epilogue of matvec kernels, whose occupancy depends on their register count.
+// Used by the fused epilogues of the decode step (the last block of a producer finishes a range of elements).
 template <typename F>
 __device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* out, int qb, int8_t* xq, float* xd,
                                              float* xs, int64_t row = 0, int64_t n_rows = 1) {
@@ -164,14 +164,15 @@ __device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* ou
     }
 }
 
-// RoPE of the pair (x0, x1) = pair i (i < n_rot / 2) at position pos; the one expression both the RoPE kernel and
-// the fused matvec epilogue use (same contraction, same bits).
-__device__ __forceinline__ void rope_rotate(float& x0, float& x1, int pos, int i, const float* freq,
-                                            const float* factors) {
+// RoPE of pair i (i < n_rot / 2) at position pos: its sine and cosine, then the rotation of (x0, x1); one code for
+// the RoPE kernel and the fused matvec epilogue (same contraction, same bits).
+__device__ __forceinline__ void rope_sincos(int pos, int i, const float* freq, const float* factors, float& sn,
+                                            float& cs) {
     float theta = float(pos) * freq[i];
     if (factors) theta /= factors[i];
-    float sn, cs;
     sincosf(theta, &sn, &cs);
+}
+__device__ __forceinline__ void rope_apply(float& x0, float& x1, float sn, float cs) {
     const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
     x0 = r0;
     x1 = r1;
@@ -260,20 +261,17 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
     }
 }
 
-// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]); CG: loads
-// bypass L1 (the partials were written by other blocks of the same grid).
-template <bool CG = false>
+// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]).
 __device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {
-    auto ld = [](const float* a) { return CG ? __ldcg(a) : *a; };
     float M = -INFINITY;
     for (int s = 0; s < n_split; s++)
-        if (ld(p + s * (hd + 2) + 1) > 0) M = fmaxf(M, ld(p + s * (hd + 2)));
+        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
     float L = 0;
     for (int s = 0; s < n_split; s++)
-        if (ld(p + s * (hd + 2) + 1) > 0) L += ld(p + s * (hd + 2) + 1) * expf(ld(p + s * (hd + 2)) - M);
+        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
     float a = 0;
     for (int s = 0; s < n_split; s++)
-        if (ld(p + s * (hd + 2) + 1) > 0) a += ld(p + s * (hd + 2) + 2 + d) * expf(ld(p + s * (hd + 2)) - M);
+        if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
     return a / L;
 }
 

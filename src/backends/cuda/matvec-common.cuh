@@ -190,12 +190,36 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
-// Epilogues of the decode step's fused matvecs (matvec_epilogue in cuda-kernels.h). fin[j]: the finished sum of row
-// base + j of the block's nb rows (nb even, base even).
+// Fused epilogues of the decode step (matvec_epilogue in cuda-kernels.h; template argument E of matvec_kernel, so
+// that the plain kernel, E = none, is unchanged). fin[j]: the finished sum of row base + j of the block's nb rows.
 
-// Q/K/V rows in pairs (2i, 2i + 1): the rotation pairs of normal RoPE, as rope_kv_kernel of ops.cu.
-__device__ __forceinline__ void epilogue_rope_kv(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
-                                                 int64_t n_out, float* y) {
+// RoPE + KV write: rows in pairs (2t, 2t + 1) = the rotation pairs of normal RoPE (nb and base even). Thread t's
+// position, sine and cosine are computed before the dot products (rope_prologue, into shared memory: no registers
+// held through the main loop), so only the rotation and the stores remain after them.
+struct rope_smem {
+    int pos[k_block_warps];
+    float sn[k_block_warps], cs[k_block_warps];
+};
+// One per block, allocated only in the kernels that call it.
+__device__ __forceinline__ rope_smem& rope_shared() {
+    __shared__ rope_smem rs;
+    return rs;
+}
+__device__ __forceinline__ void rope_prologue(const matvec_epilogue& ep, int nb, int64_t base, rope_smem& rs) {
+    const int t = threadIdx.x;
+    if (2 * t >= nb) return;
+    const rope_params& p = ep.rope;
+    const int pos = *ep.pos;
+    const int64_t idx = ep.offset + base + 2 * t;
+    const int head = int(idx / p.head_dim), a = int(idx % p.head_dim);
+    float sn = 0, cs = 0;
+    if (head < p.n_head + p.n_head_kv && a < p.n_rot) rope_sincos(pos, a / 2, p.freq, p.factors, sn, cs);
+    rs.pos[t] = pos;
+    rs.sn[t] = sn;
+    rs.cs[t] = cs;
+}
+__device__ __forceinline__ void epilogue_rope_kv(const matvec_epilogue& ep, const rope_smem& rs, const float* fin,
+                                                 int nb, int64_t base, int64_t n_out, float* y) {
     const int t = threadIdx.x;
     const int64_t ra = base + 2 * t;
     if (2 * t >= nb || ra >= n_out) return;
@@ -203,79 +227,50 @@ __device__ __forceinline__ void epilogue_rope_kv(const matvec_epilogue& ep, cons
     const int64_t idx = ep.offset + ra;  // index into [q_dim + 2 kv_dim]
     const int head = int(idx / p.head_dim), a = int(idx % p.head_dim);
     const bool is_v = head >= p.n_head + p.n_head_kv;
-    const int pos = *ep.pos;
     float x0 = fin[2 * t], x1 = fin[2 * t + 1];
     if (ep.bias) {
         x0 += ep.bias[idx];
         x1 += ep.bias[idx + 1];
     }
-    if (!is_v && a < p.n_rot) rope_rotate(x0, x1, pos, a / 2, p.freq, p.factors);
+    if (!is_v && a < p.n_rot) rope_apply(x0, x1, rs.sn[t], rs.cs[t]);
     y[ra] = x0;
     y[ra + 1] = x1;
     if (head >= p.n_head) {
         const int kv_dim = p.n_head_kv * p.head_dim;
+        const int64_t pos = rs.pos[t];
         __half* c = reinterpret_cast<__half*>(is_v ? ep.v_cache : ep.k_cache);
         const int h = head - p.n_head - (is_v ? p.n_head_kv : 0);
-        c[int64_t(pos) * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
-        c[int64_t(pos) * kv_dim + h * p.head_dim + a + 1] = __float2half_rn(x1);
+        c[pos * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
+        c[pos * kv_dim + h * p.head_dim + a + 1] = __float2half_rn(x1);
     }
 }
 
-// RMSNorm of x [n] by one block of 128 threads in the order of rms_norm_kernel of ops.cu (256 threads: thread
-// vt sums squares of elements vt + 256 m in double, butterflies per warp of 32, then the 8 warp sums in order):
-// thread t plays vt = t and t + 128, so the scale and every output bit are the kernel's.
-__device__ __forceinline__ void block_rms_norm_128(const float* x, const float* w, float* out, int n, float eps, int qb,
-                                                   int8_t* xq, float* xd, float* xs) {
-    __shared__ double partial[8];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        double ss = 0;
-        for (int i = threadIdx.x + 128 * k; i < n; i += 256) {
-            const float xi = __ldcg(x + i);
-            ss += double(xi) * double(xi);
-        }
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) partial[4 * k + warp] = ss;
-    }
-    __syncthreads();
-    double t = 0;
-    for (int k = 0; k < 8; k++) t += partial[k];
-    const float scale = float(1.0 / sqrt(t / double(n) + double(eps)));
-    finish_elems([&](int64_t i) { return __ldcg(x + i) * scale * w[i]; }, 0, n, out, qb, xq, xd, xs);
-}
-
-// Stores the block's rows; with rms_norm / swiglu the last block (of the grid / of the chunk) finishes the
-// vector. Every thread of the block calls it.
-__device__ __forceinline__ void matvec_epilogue_run(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
-                                                    int64_t n_out, float* y, bool accumulate) {
-    if (ep.kind == matvec_epilogue::rope_kv) {
-        epilogue_rope_kv(ep, fin, nb, base, n_out, y);
-        return;
-    }
+// SwiGLU: stores the block's rows of gu; the last block of the 2 * 256 / nb blocks of a chunk of 256 outputs
+// (gate rows 256c.., up rows n_ff + 256c..) computes them as swiglu_kernel of ops.cu (all loads in flight at once,
+// values staged in shared memory) and quantizes them from there.
+__device__ __forceinline__ void epilogue_swiglu(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
+                                                int64_t n_out, float* gu) {
+    constexpr int C = 256;
+    __shared__ float sv[C];
     const int t = threadIdx.x;
-    if (t < nb && base + t < n_out) y[base + t] = accumulate ? y[base + t] + fin[t] : fin[t];
-    if (ep.kind == matvec_epilogue::rms_norm) {
-        if (!last_block_arrived(ep.counter, gridDim.x)) return;
-        block_rms_norm_128(y, ep.norm_w, ep.out, int(n_out), ep.eps, ep.q_block, ep.xq, ep.xd, ep.xs);
-    } else {
-        constexpr int C = 256;  // outputs per chunk
-        const int64_t c = (base % ep.n_ff) / C;
-        if (!last_block_arrived(ep.counter + c, unsigned(2 * C / nb))) return;
-        const float* gu = y;
-        const int64_t n_ff = ep.n_ff;
-        finish_elems(
-            [&](int64_t i) {
-                const float g = __ldcg(gu + i);
-                return g / (1.0f + expf(-g)) * __ldcg(gu + n_ff + i);
-            },
-            c * C, C, ep.out, ep.q_block, ep.xq, ep.xd, ep.xs);
+    if (t < nb && base + t < n_out) gu[base + t] = fin[t];
+    const int64_t n_ff = ep.n_ff, c0 = (base % n_ff) / C * C;
+    if (!last_block_arrived(ep.counter + c0 / C, unsigned(2 * C / nb))) return;
+    float g[C / 128], u[C / 128];
+#pragma unroll
+    for (int k = 0; k < C / 128; k++) {
+        g[k] = __ldcg(gu + c0 + t + 128 * k);
+        u[k] = __ldcg(gu + n_ff + c0 + t + 128 * k);
     }
+#pragma unroll
+    for (int k = 0; k < C / 128; k++) sv[t + 128 * k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+    __syncthreads();
+    finish_elems([&](int64_t e) { return sv[e - c0]; }, c0, C, ep.out, ep.q_block, ep.xq, ep.xd, ep.xs);
 }
 
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
-template <dtype T, int R, int W>
+template <dtype T, int R, int W, int E = matvec_epilogue::none>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   int accumulate, const __grid_constant__ matvec_epilogue ep) {
@@ -298,6 +293,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
     griddep_wait();
     griddep_launch();
+    if constexpr (E == matvec_epilogue::rope_kv) rope_prologue(ep, G * R, int64_t(blockIdx.x) * G * R, rope_shared());
     if constexpr (T == dtype::q8_0) {
 #pragma unroll 2
         for (int t = tid; t < n_in / 16; t += S) task_q8_0<R>(q, d, xq, xd, t, acc);
@@ -347,8 +343,8 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     float v[R];
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
-    if (ep.kind != matvec_epilogue::none) {
-        // The block's G * R row sums in the same order as below, then the epilogue.
+    if constexpr (E != matvec_epilogue::none) {
+        // The block's G * R row sums in the order of the plain store below, then the epilogue.
         __shared__ float fin[k_block_warps * R];
         if constexpr (W > 1) {
             __shared__ float part_e[k_block_warps][R];
@@ -368,7 +364,11 @@ __global__ void __launch_bounds__(32 * k_block_warps)
                 for (int r = 0; r < R; r++) fin[group * R + r] = v[r];
         }
         __syncthreads();
-        matvec_epilogue_run(ep, fin, G * R, int64_t(blockIdx.x) * G * R, w.n_out, y, accumulate != 0);
+        const int64_t base = int64_t(blockIdx.x) * G * R;
+        if constexpr (E == matvec_epilogue::rope_kv)
+            epilogue_rope_kv(ep, rope_shared(), fin, G * R, base, w.n_out, y);
+        else
+            epilogue_swiglu(ep, fin, G * R, base, w.n_out, y);
         return;
     }
     if constexpr (W > 1) {
@@ -393,14 +393,15 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block.
 template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                   bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
+                   bool accumulate, matvec_shape shape, cudaStream_t s) {
     const int acc = accumulate ? 1 : 0;
+    const matvec_epilogue ep0{};
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                                    \
-    if (shape.rows == R && shape.warps == W) {                                                       \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep); \
-        return;                                                                                      \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                     \
+    if (shape.rows == R && shape.warps == W) {                                                        \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep0); \
+        return;                                                                                       \
     }
     MEMTILE_MATVEC_CASE(1, 1)
     MEMTILE_MATVEC_CASE(1, 2)
@@ -409,15 +410,47 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep);
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep0);
+}
+
+// The fused launches (E = ep.kind) for the shapes default_matvec_shape picks; false (nothing launched) for others.
+template <dtype T>
+bool launch_shaped_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                      bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
+    const int acc = accumulate ? 1 : 0;
+    const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
+    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
+#define MEMTILE_MATVEC_EP_CASE(R, W, E)                                                                 \
+    if (shape.rows == R && shape.warps == W && ep.kind == E) {                                          \
+        launch(matvec_kernel<T, R, W, E>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep); \
+        return true;                                                                                    \
+    }
+    constexpr int rope = matvec_epilogue::rope_kv, swiglu = matvec_epilogue::swiglu;
+    MEMTILE_MATVEC_EP_CASE(1, 1, rope)
+    MEMTILE_MATVEC_EP_CASE(2, 1, rope)
+    MEMTILE_MATVEC_EP_CASE(2, 2, rope)
+    MEMTILE_MATVEC_EP_CASE(2, 4, rope)
+    MEMTILE_MATVEC_EP_CASE(1, 1, swiglu)
+    MEMTILE_MATVEC_EP_CASE(2, 1, swiglu)
+    MEMTILE_MATVEC_EP_CASE(2, 2, swiglu)
+    MEMTILE_MATVEC_EP_CASE(2, 4, swiglu)
+#undef MEMTILE_MATVEC_EP_CASE
+    return false;
 }
 
 // Per family (defined in its .cu file).
 void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
 void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
 void launch_matvec_float(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                         float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
+                         float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
+// The fused launches per family (matvec-ep.cu, matvec-kquant-ep.cu, matvec-float-ep.cu); false: not instantiated.
+bool launch_matvec_legacy_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                             float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
+bool launch_matvec_kquant_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                             float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
+bool launch_matvec_float_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                            float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
 
 }  // namespace memtile::cuda::detail

@@ -4,11 +4,11 @@
 namespace memtile::cuda::detail {
 
 void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
     switch (w.type) {
-        case dtype::q4_k: launch_shaped<dtype::q4_k>(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
-        case dtype::q5_k: launch_shaped<dtype::q5_k>(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
-        default: launch_shaped<dtype::q6_k>(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
+        case dtype::q4_k: launch_shaped<dtype::q4_k>(w, x, xq, xd, xs, y, accumulate, shape, s); break;
+        case dtype::q5_k: launch_shaped<dtype::q5_k>(w, x, xq, xd, xs, y, accumulate, shape, s); break;
+        default: launch_shaped<dtype::q6_k>(w, x, xq, xd, xs, y, accumulate, shape, s); break;
     }
 }
 

@@ -6,11 +6,11 @@ namespace memtile::cuda {
 namespace detail {
 
 void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                          float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
+                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
     if (w.type == dtype::q8_0)
-        launch_shaped<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, ep, s);
+        launch_shaped<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
     else
-        launch_shaped<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, shape, ep, s);
+        launch_shaped<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
 }
 
 }  // namespace detail
@@ -85,45 +85,17 @@ matvec_shape default_matvec_shape(const gpu_weight& w) {
     return {2, 1};
 }
 
-bool launch_matvec_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                      bool accumulate, const matvec_epilogue& ep, cudaStream_t s) {
-    if (ep.kind != matvec_epilogue::none && !matvec_epilogue_supported(w, ep)) return false;
+void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                   bool accumulate, cudaStream_t s) {
     const matvec_shape shape = default_matvec_shape(w);
     switch (w.type) {
         case dtype::q8_0:
-        case dtype::q4_0: launch_matvec_legacy(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
+        case dtype::q4_0: launch_matvec_legacy(w, x, xq, xd, xs, y, accumulate, shape, s); break;
         case dtype::q4_k:
         case dtype::q5_k:
-        case dtype::q6_k: launch_matvec_kquant(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
-        default: launch_matvec_float(w, x, xq, xd, xs, y, accumulate, shape, ep, s); break;
+        case dtype::q6_k: launch_matvec_kquant(w, x, xq, xd, xs, y, accumulate, shape, s); break;
+        default: launch_matvec_float(w, x, xq, xd, xs, y, accumulate, shape, s); break;
     }
-    return true;
-}
-
-void launch_matvec(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                   bool accumulate, cudaStream_t s) {
-    launch_matvec_ep(w, x, xq, xd, xs, y, accumulate, matvec_epilogue{}, s);
-}
-
-// Rows per block of w's launch (launch_shaped) must be even (RoPE pairs) and divide the swiglu chunk of 256.
-bool matvec_epilogue_supported(const gpu_weight& w, const matvec_epilogue& ep) {
-    const matvec_shape shape = default_matvec_shape(w);
-    const int nb = shape.rows * (k_block_warps / std::max(shape.warps, 1));
-    const bool known =
-        (shape.rows == 1 || shape.rows == 2) && (shape.warps == 1 || shape.warps == 2 || shape.warps == 4);
-    if (!known || nb % 2 != 0 || 256 % nb != 0) return false;
-    const bool quant_ok = !ep.xq || ep.q_block == 32 || ep.q_block == 256;
-    switch (ep.kind) {
-        case matvec_epilogue::none: return true;
-        case matvec_epilogue::rope_kv:
-            return !ep.rope.neox && ep.rope.head_dim % 2 == 0 && ep.offset % 2 == 0 && w.n_out % 2 == 0 && ep.pos &&
-                   ep.k_cache && ep.v_cache;
-        case matvec_epilogue::rms_norm:
-            return quant_ok && ep.counter && ep.out && ep.norm_w && (!ep.xq || w.n_out % ep.q_block == 0);
-        case matvec_epilogue::swiglu:
-            return quant_ok && ep.counter && ep.out && ep.n_ff % 256 == 0 && w.n_out == 2 * ep.n_ff;
-    }
-    return false;
 }
 
 void launch_embed(const gpu_weight& w, const int32_t* token, float* x, cudaStream_t s) {

@@ -153,7 +153,11 @@ __global__ void __launch_bounds__(256)
         x0 += bias[head * p.head_dim + a];
         x1 += bias[head * p.head_dim + b];
     }
-    if (!is_v && i < half) rope_rotate(x0, x1, pos, i, p.freq, p.factors);
+    if (!is_v && i < half) {
+        float sn, cs;
+        rope_sincos(pos, i, p.freq, p.factors, sn, cs);
+        rope_apply(x0, x1, sn, cs);
+    }
     v[a] = x0;
     v[b] = x1;
     if (head >= p.n_head) {
@@ -184,7 +188,8 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 
 // attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
 // chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
-// attn_combine_kernel without its launch. counters: [rows][n_head / hc], zero between launches.
+// attn_combine_kernel without its launch, with the same bits. counters: [rows][n_head / hc], zero between
+// launches. hc * hd <= 256, hc <= 32, n_split <= 32 (launch_attention_fused checks).
 template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
@@ -199,13 +204,47 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
                            pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
     const int chunk = blockIdx.x / hc;
     if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
-    const int n = n_head * hd;
-    finish_elems(
-        [&](int64_t e) {
-            const int h = int(e / hd), d = int(e % hd);
-            return attn_merge<true>(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
-        },
-        int64_t(chunk) * hc * hd, hc * hd, out + int64_t(row) * n, q_block, xq, xd, xs, row, gridDim.z);
+    // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
+    // values attn_merge recomputes per element) and every element's loads in flight together. Partials come from
+    // other blocks: loads bypass L1.
+    __shared__ float sw[32 * 32], sl[32], sv[256];
+    __shared__ uint32_t valid[32];
+    const int t = threadIdx.x;
+    const int64_t h0 = int64_t(chunk) * hc;
+    for (int hl = t; hl < hc; hl += blockDim.x) {
+        const float* p = partial + (h0 + hl) * n_split * (hd + 2);
+        float M = -INFINITY;
+        uint32_t mask = 0;
+        for (int s = 0; s < n_split; s++)
+            if (__ldcg(p + s * (hd + 2) + 1) > 0) {
+                M = fmaxf(M, __ldcg(p + s * (hd + 2)));
+                mask |= 1u << s;
+            }
+        float L = 0;
+        for (int s = 0; s < n_split; s++)
+            if (mask >> s & 1) {
+                const float e = expf(__ldcg(p + s * (hd + 2)) - M);
+                L += __ldcg(p + s * (hd + 2) + 1) * e;
+                sw[hl * n_split + s] = e;
+            }
+        sl[hl] = L;
+        valid[hl] = mask;
+    }
+    __syncthreads();
+    for (int el = t; el < hc * hd; el += blockDim.x) {
+        const int hl = el / hd, d = el % hd;
+        const float* p = partial + (h0 + hl) * n_split * (hd + 2) + 2 + d;
+        const uint32_t mask = valid[hl];
+        float a = 0;
+#pragma unroll 4
+        for (int s = 0; s < n_split; s++)
+            if (mask >> s & 1) a += __ldcg(p + s * (hd + 2)) * sw[hl * n_split + s];
+        sv[el] = a / sl[hl];
+    }
+    __syncthreads();
+    const int64_t e0 = h0 * hd;
+    finish_elems([&](int64_t e) { return sv[e - e0]; }, e0, hc * hd, out + int64_t(row) * n_head * hd, q_block, xq, xd,
+                 xs, row, gridDim.z);
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
@@ -418,7 +457,7 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
                             float* xd, float* xs, cudaStream_t s) {
     const bool quantize = xq && q_block > 0;
     const int hc = attn_chunk_heads(p, q_block, quantize);
-    if (hc == 0) return false;
+    if (hc == 0 || hc > 32 || hc * p.head_dim > 256 || n_split > 32) return false;
     const int n = p.n_head * p.head_dim;
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
     const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
