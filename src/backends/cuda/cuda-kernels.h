@@ -64,33 +64,6 @@ struct rope_params {
     const float* freq;     // [n_rot / 2]: freq_base^(-2i / n_rot)
     const float* factors;  // [n_rot / 2] or null (theta_i / factor_i)
 };
-// What a matvec launch does after its dot products besides storing y (the decode step's fusions, docs/cuda.md);
-// the results are bit-equal to the separate kernels'.
-struct matvec_epilogue {
-    enum kind_t { none, rope_kv, swiglu } kind = none;
-    // rope_kv (y = qkv + offset, a part of [q_dim + 2 kv_dim]; normal RoPE only): adds bias (nullable, indexed
-    // as qkv), rotates the q and k pairs at *pos and writes k and v rows as f16 into the caches, as launch_rope_kv.
-    int64_t offset = 0;
-    rope_params rope{};
-    const float* bias = nullptr;
-    const int32_t* pos = nullptr;
-    uint16_t *k_cache = nullptr, *v_cache = nullptr;
-    // swiglu (y = gu, n_out = 2 n_ff, n_ff % 256 == 0): the last block of each chunk of 256 outputs writes
-    // out = silu(gate) * up and, with xq, its quantization (q_block 32 or 256), as launch_swiglu. counter: n_ff / 256
-    // counters, zero before the launch and left zero. out/xq/xd/xs must not be the matvec's own input.
-    int64_t n_ff = 0;
-    float* out = nullptr;
-    int q_block = 32;
-    int8_t* xq = nullptr;
-    float *xd = nullptr, *xs = nullptr;
-    unsigned* counter = nullptr;
-};
-// Whether launch_matvec_ep can run ep on w with its default shape; launch_matvec_ep returns the same (false:
-// nothing launched).
-bool matvec_epilogue_supported(const gpu_weight& w, const matvec_epilogue& ep);
-bool launch_matvec_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                      bool accumulate, const matvec_epilogue& ep, cudaStream_t s);
-
 // qkv: [q_dim + 2 kv_dim] (q, k, v back to back); adds bias ([same], nullable), rotates q and k at *pos and
 // writes k and v as f16 into row *pos of the layer's caches ([n_ctx, kv_dim] each).
 void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
@@ -103,16 +76,16 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s);
-// launch_attention after the RoPE + cache write (launch_rope_kv or the Q/K/V matvecs' epilogue).
+// launch_attention after launch_rope_kv (its two halves, so that the merge can be chosen).
 void launch_attention_split(float* qkv, const rope_params& p, const int32_t* pos, const uint16_t* k_cache,
                             const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq,
                             float* xd, float* xs, cudaStream_t s);
-// The same as one kernel: the last block of each chunk of heads merges the chunk's partial states (and quantizes
-// them, q_block > 0), so no merge launch. n_rows queries q_stride apart (decode: 1, 0), slots/slot_stride as the
-// batched step (null: one sequence). counters: attention_merge_counters(p) per row, zero before the first launch
-// (each launch leaves them zero). Returns false (nothing launched) when the head size and quantization unit do
-// not tile.
-int attention_merge_counters(const rope_params& p);
+// The same as one kernel: the last block of each chunk of heads (one head, or as many as one quantization unit of
+// q_block 256 spans) merges the chunk's partial states and quantizes them (q_block > 0): no merge launch, the same
+// bits. n_rows queries q_stride apart (decode: 1, 0), slots/slot_stride as the batched step (null: one sequence).
+// counters: n_rows * attention_merge_counters(n_head), zero before the first launch (each launch leaves them zero).
+// Returns false (nothing launched) when the head size and the quantization unit do not tile.
+int attention_merge_counters(int n_head);
 bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
                             const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,
                             int n_split, float* partial, unsigned* counters, float* out, int q_block, int8_t* xq,

@@ -13,7 +13,6 @@
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
-#include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -36,9 +35,16 @@ using part = view_part;
 using layer_weights = layer_view;
 
 // Fusions of the decode step (bits of set_decode_fusion / MEMTILE_CUDA_FUSE): read when a graph is captured.
-constexpr unsigned fuse_rope = 1, fuse_merge = 2, fuse_swiglu = 8;
 bool g_fusion_set = false;
-unsigned g_fusion = fuse_rope | fuse_merge | fuse_swiglu;
+unsigned g_fusion = 2;
+
+unsigned decode_fusion() {
+    if (!g_fusion_set) {
+        if (const char* env = std::getenv("MEMTILE_CUDA_FUSE")) g_fusion = unsigned(std::strtoul(env, nullptr, 0));
+        g_fusion_set = true;
+    }
+    return g_fusion;
+}
 
 class cuda_decoder final : public decoder {
 public:
@@ -373,15 +379,10 @@ private:
         kv_bytes_ = uint64_t(layer_kv) * gpu_layers * 2 * 2;
         k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
         v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
-        // The fused SwiGLU's output (the down matrix's input) and the fused epilogues' counters (zero between
-        // kernels): the attention merge chunks, then the SwiGLU chunks.
-        xn2_ = static_cast<float*>(alloc(size_t(F) * 4));
-        xq2_ = static_cast<int8_t*>(alloc(size_t(F)));
-        xd2_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
-        xs2_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
-        const size_t n_counters = size_t(c.n_head) + size_t(F / 256 + 1);
-        counters_ = static_cast<unsigned*>(alloc(n_counters * sizeof(unsigned)));
-        check(cudaMemset(counters_, 0, n_counters * sizeof(unsigned)), "cudaMemset");
+        // launch_attention_fused's counters (zero between kernels).
+        const size_t merge_bytes = size_t(attention_merge_counters(int(c.n_head))) * sizeof(unsigned);
+        merge_counters_ = static_cast<unsigned*>(alloc(merge_bytes));
+        check(cudaMemset(merge_counters_, 0, merge_bytes), "cudaMemset");
         io_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
         check(cudaMallocHost(reinterpret_cast<void**>(&host_io_), 2 * sizeof(int32_t)), "cudaMallocHost");
         streamed_ = 0;
@@ -403,10 +404,10 @@ private:
         return 32;
     }
 
-    // The decode step, in stream order (captured once into the graph). Fusions (decode_fusion(), docs/cuda.md):
-    // RoPE + KV write in the Q/K/V matvecs, the attention merge in the attention kernel's last blocks, SwiGLU in the
-    // last blocks of gate/up; each falls back to its own kernel where the shapes do not allow it. Bit-equal results
-    // either way.
+    // The decode step, in stream order (captured once into the graph). With decode_fusion() bit 2 the attention
+    // merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that was measured
+    // faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads per
+    // chunk) the separate merge kernel was faster (docs/cuda.md).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -417,63 +418,24 @@ private:
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
-        const unsigned fz = decode_fusion();
-        unsigned* merge_counters = counters_;
-        unsigned* swiglu_counters = merge_counters + attention_merge_counters(rp);
+        const bool fuse_merge = decode_fusion() & 2;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
-            bool roped = fz & fuse_rope;
-            std::vector<matvec_epilogue> qkv_eps;
-            for (const auto& p : L.qkv) {
-                matvec_epilogue ep;
-                ep.kind = matvec_epilogue::rope_kv;
-                ep.offset = p.offset;
-                ep.rope = rp;
-                ep.bias = L.bias;
-                ep.pos = pos;
-                ep.k_cache = kc;
-                ep.v_cache = vc;
-                roped = roped && matvec_epilogue_supported(p.w, ep);
-                qkv_eps.push_back(ep);
-            }
-            for (size_t i = 0; i < L.qkv.size(); i++) {
-                const auto& p = L.qkv[i];
-                if (roped)
-                    launch_matvec_ep(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, qkv_eps[i], s);
-                else
-                    launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            }
-            if (!roped) launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
+            for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
+            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
-            if (!((fz & fuse_merge) && launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_,
-                                                              partial_, merge_counters, att_, wo_qb, xq_, xd_, xs_, s)))
+            if (!(fuse_merge && wo_qb != 256 &&
+                  launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_, merge_counters_,
+                                         att_, wo_qb, xq_, xd_, xs_, s)))
                 launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
-            // The fused SwiGLU writes its own buffers: other gate/up blocks still read xn_/xq_.
-            matvec_epilogue se;
-            se.kind = matvec_epilogue::swiglu;
-            se.n_ff = F;
-            se.out = xn2_;
-            se.q_block = q_block({{L.down, 0}});
-            if (matvec_uses_int8(L.down.type)) {
-                se.xq = xq2_;
-                se.xd = xd2_;
-                se.xs = xs2_;
-            }
-            se.counter = swiglu_counters;
-            const bool swiglued = (fz & fuse_swiglu) && L.gate_up.size() == 1 && L.gate_up[0].offset == 0 &&
-                                  launch_matvec_ep(L.gate_up[0].w, xn_, xq_, xd_, xs_, gu_, false, se, s);
-            if (swiglued) {
-                launch_matvec(L.down, xn2_, xq2_, xd2_, xs2_, x_, true, s);
-            } else {
-                for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
-                launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
-                launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
-            }
+            for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
+            launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
+            launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
         }
         launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
         launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
@@ -525,9 +487,7 @@ private:
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
     int8_t* xq_ = nullptr;
-    float *xn2_ = nullptr, *xd2_ = nullptr, *xs2_ = nullptr;
-    int8_t* xq2_ = nullptr;
-    unsigned* counters_ = nullptr;
+    unsigned* merge_counters_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int32_t* io_ = nullptr;       // device: token, position
     int32_t* host_io_ = nullptr;  // pinned host mirror
@@ -549,17 +509,9 @@ bool compiled() {
     return true;
 }
 
-unsigned decode_fusion() {
-    if (!g_fusion_set) {
-        if (const char* env = std::getenv("MEMTILE_CUDA_FUSE")) g_fusion = unsigned(std::strtoul(env, nullptr, 0)) & 15;
-        g_fusion_set = true;
-    }
-    return g_fusion;
-}
-
 void set_decode_fusion(unsigned mask) {
     decode_fusion();
-    g_fusion = mask & 15;
+    g_fusion = mask;
 }
 
 int device_count() {

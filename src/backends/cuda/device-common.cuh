@@ -129,8 +129,8 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
 // in units of qb (32 or 256; e0 and n_e multiples of qb), one warp per unit, as quantize_warp: the same bits as the
 // element-per-thread kernels (quantize_block256 of ops.cu: max and integer sums do not depend on the order). f is
 // evaluated twice per element (amax pass, then the values; callers read values staged in shared memory) to keep few
-// registers live: this runs in the epilogue of matvec kernels, whose occupancy depends on their register count.
-// Used by the fused epilogues of the decode step (the last block of a producer finishes a range of elements).
+// registers live. Used by the fused attention merge of the decode step (the last block of a producer finishes a range
+// of elements).
 template <typename F>
 __device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* out, int qb, int8_t* xq, float* xd,
                                              float* xs, int64_t row = 0, int64_t n_rows = 1) {
@@ -162,20 +162,6 @@ __device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* ou
             }
         }
     }
-}
-
-// RoPE of pair i (i < n_rot / 2) at position pos: its sine and cosine, then the rotation of (x0, x1); one code for
-// the RoPE kernel and the fused matvec epilogue (same contraction, same bits).
-__device__ __forceinline__ void rope_sincos(int pos, int i, const float* freq, const float* factors, float& sn,
-                                            float& cs) {
-    float theta = float(pos) * freq[i];
-    if (factors) theta /= factors[i];
-    sincosf(theta, &sn, &cs);
-}
-__device__ __forceinline__ void rope_apply(float& x0, float& x1, float sn, float cs) {
-    const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
-    x0 = r0;
-    x1 = r1;
 }
 
 // The last block of a grid to arrive (counter: zero before the grid, reset here for the next launch or graph

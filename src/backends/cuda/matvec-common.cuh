@@ -190,90 +190,12 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
-// Fused epilogues of the decode step (matvec_epilogue in cuda-kernels.h; template argument E of matvec_kernel, so
-// that the plain kernel, E = none, is unchanged). fin[j]: the finished sum of row base + j of the block's nb rows.
-
-// RoPE + KV write: rows in pairs (2t, 2t + 1) = the rotation pairs of normal RoPE (nb and base even). Thread t's
-// position, sine and cosine are computed before the dot products (rope_prologue, into shared memory: no registers
-// held through the main loop), so only the rotation and the stores remain after them.
-struct rope_smem {
-    int pos[k_block_warps];
-    float sn[k_block_warps], cs[k_block_warps];
-};
-// One per block, allocated only in the kernels that call it.
-__device__ __forceinline__ rope_smem& rope_shared() {
-    __shared__ rope_smem rs;
-    return rs;
-}
-__device__ __forceinline__ void rope_prologue(const matvec_epilogue& ep, int nb, int64_t base, rope_smem& rs) {
-    const int t = threadIdx.x;
-    if (2 * t >= nb) return;
-    const rope_params& p = ep.rope;
-    const int pos = *ep.pos;
-    const int64_t idx = ep.offset + base + 2 * t;
-    const int head = int(idx / p.head_dim), a = int(idx % p.head_dim);
-    float sn = 0, cs = 0;
-    if (head < p.n_head + p.n_head_kv && a < p.n_rot) rope_sincos(pos, a / 2, p.freq, p.factors, sn, cs);
-    rs.pos[t] = pos;
-    rs.sn[t] = sn;
-    rs.cs[t] = cs;
-}
-__device__ __forceinline__ void epilogue_rope_kv(const matvec_epilogue& ep, const rope_smem& rs, const float* fin,
-                                                 int nb, int64_t base, int64_t n_out, float* y) {
-    const int t = threadIdx.x;
-    const int64_t ra = base + 2 * t;
-    if (2 * t >= nb || ra >= n_out) return;
-    const rope_params& p = ep.rope;
-    const int64_t idx = ep.offset + ra;  // index into [q_dim + 2 kv_dim]
-    const int head = int(idx / p.head_dim), a = int(idx % p.head_dim);
-    const bool is_v = head >= p.n_head + p.n_head_kv;
-    float x0 = fin[2 * t], x1 = fin[2 * t + 1];
-    if (ep.bias) {
-        x0 += ep.bias[idx];
-        x1 += ep.bias[idx + 1];
-    }
-    if (!is_v && a < p.n_rot) rope_apply(x0, x1, rs.sn[t], rs.cs[t]);
-    y[ra] = x0;
-    y[ra + 1] = x1;
-    if (head >= p.n_head) {
-        const int kv_dim = p.n_head_kv * p.head_dim;
-        const int64_t pos = rs.pos[t];
-        __half* c = reinterpret_cast<__half*>(is_v ? ep.v_cache : ep.k_cache);
-        const int h = head - p.n_head - (is_v ? p.n_head_kv : 0);
-        c[pos * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
-        c[pos * kv_dim + h * p.head_dim + a + 1] = __float2half_rn(x1);
-    }
-}
-
-// SwiGLU: stores the block's rows of gu; the last block of the 2 * 256 / nb blocks of a chunk of 256 outputs
-// (gate rows 256c.., up rows n_ff + 256c..) computes them as swiglu_kernel of ops.cu (all loads in flight at once,
-// values staged in shared memory) and quantizes them from there.
-__device__ __forceinline__ void epilogue_swiglu(const matvec_epilogue& ep, const float* fin, int nb, int64_t base,
-                                                int64_t n_out, float* gu) {
-    constexpr int C = 256;
-    __shared__ float sv[C];
-    const int t = threadIdx.x;
-    if (t < nb && base + t < n_out) gu[base + t] = fin[t];
-    const int64_t n_ff = ep.n_ff, c0 = (base % n_ff) / C * C;
-    if (!last_block_arrived(ep.counter + c0 / C, unsigned(2 * C / nb))) return;
-    float g[C / 128], u[C / 128];
-#pragma unroll
-    for (int k = 0; k < C / 128; k++) {
-        g[k] = __ldcg(gu + c0 + t + 128 * k);
-        u[k] = __ldcg(gu + n_ff + c0 + t + 128 * k);
-    }
-#pragma unroll
-    for (int k = 0; k < C / 128; k++) sv[t + 128 * k] = g[k] / (1.0f + expf(-g[k])) * u[k];
-    __syncthreads();
-    finish_elems([&](int64_t e) { return sv[e - c0]; }, c0, C, ep.out, ep.q_block, ep.xq, ep.xd, ep.xs);
-}
-
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
-template <dtype T, int R, int W, int E = matvec_epilogue::none>
+template <dtype T, int R, int W>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                  int accumulate, const __grid_constant__ matvec_epilogue ep) {
+                  int accumulate) {
     constexpr int S = 32 * W;  // task stride
     constexpr int G = k_block_warps / W;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
@@ -293,7 +215,6 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
     griddep_wait();
     griddep_launch();
-    if constexpr (E == matvec_epilogue::rope_kv) rope_prologue(ep, G * R, int64_t(blockIdx.x) * G * R, rope_shared());
     if constexpr (T == dtype::q8_0) {
 #pragma unroll 2
         for (int t = tid; t < n_in / 16; t += S) task_q8_0<R>(q, d, xq, xd, t, acc);
@@ -343,34 +264,6 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     float v[R];
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
-    if constexpr (E != matvec_epilogue::none) {
-        // The block's G * R row sums in the order of the plain store below, then the epilogue.
-        __shared__ float fin[k_block_warps * R];
-        if constexpr (W > 1) {
-            __shared__ float part_e[k_block_warps][R];
-            if (lane == 0)
-#pragma unroll
-                for (int r = 0; r < R; r++) part_e[warp][r] = v[r];
-            __syncthreads();
-            if (tid < R) {
-                float s = 0;
-#pragma unroll
-                for (int k = 0; k < W; k++) s += part_e[group * W + k][tid];
-                fin[group * R + tid] = s;
-            }
-        } else {
-            if (lane == 0)
-#pragma unroll
-                for (int r = 0; r < R; r++) fin[group * R + r] = v[r];
-        }
-        __syncthreads();
-        const int64_t base = int64_t(blockIdx.x) * G * R;
-        if constexpr (E == matvec_epilogue::rope_kv)
-            epilogue_rope_kv(ep, rope_shared(), fin, G * R, base, w.n_out, y);
-        else
-            epilogue_swiglu(ep, fin, G * R, base, w.n_out, y);
-        return;
-    }
     if constexpr (W > 1) {
         __shared__ float part[k_block_warps][R];
         if (lane == 0)
@@ -395,13 +288,12 @@ template <dtype T>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
     const int acc = accumulate ? 1 : 0;
-    const matvec_epilogue ep0{};
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                                     \
-    if (shape.rows == R && shape.warps == W) {                                                        \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep0); \
-        return;                                                                                       \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                \
+    if (shape.rows == R && shape.warps == W) {                                                   \
+        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                  \
     }
     MEMTILE_MATVEC_CASE(1, 1)
     MEMTILE_MATVEC_CASE(1, 2)
@@ -410,32 +302,7 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep0);
-}
-
-// The fused launches (E = ep.kind) for the shapes default_matvec_shape picks; false (nothing launched) for others.
-template <dtype T>
-bool launch_shaped_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                      bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s) {
-    const int acc = accumulate ? 1 : 0;
-    const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
-    const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_EP_CASE(R, W, E)                                                                 \
-    if (shape.rows == R && shape.warps == W && ep.kind == E) {                                          \
-        launch(matvec_kernel<T, R, W, E>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc, ep); \
-        return true;                                                                                    \
-    }
-    constexpr int rope = matvec_epilogue::rope_kv, swiglu = matvec_epilogue::swiglu;
-    MEMTILE_MATVEC_EP_CASE(1, 1, rope)
-    MEMTILE_MATVEC_EP_CASE(2, 1, rope)
-    MEMTILE_MATVEC_EP_CASE(2, 2, rope)
-    MEMTILE_MATVEC_EP_CASE(2, 4, rope)
-    MEMTILE_MATVEC_EP_CASE(1, 1, swiglu)
-    MEMTILE_MATVEC_EP_CASE(2, 1, swiglu)
-    MEMTILE_MATVEC_EP_CASE(2, 2, swiglu)
-    MEMTILE_MATVEC_EP_CASE(2, 4, swiglu)
-#undef MEMTILE_MATVEC_EP_CASE
-    return false;
+    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
 }
 
 // Per family (defined in its .cu file).
@@ -445,12 +312,5 @@ void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
 void launch_matvec_float(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
-// The fused launches per family (matvec-ep.cu, matvec-kquant-ep.cu, matvec-float-ep.cu); false: not instantiated.
-bool launch_matvec_legacy_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                             float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
-bool launch_matvec_kquant_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                             float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
-bool launch_matvec_float_ep(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                            float* y, bool accumulate, matvec_shape shape, const matvec_epilogue& ep, cudaStream_t s);
 
 }  // namespace memtile::cuda::detail

@@ -154,9 +154,13 @@ __global__ void __launch_bounds__(256)
         x1 += bias[head * p.head_dim + b];
     }
     if (!is_v && i < half) {
+        float theta = float(pos) * p.freq[i];
+        if (p.factors) theta /= p.factors[i];
         float sn, cs;
-        rope_sincos(pos, i, p.freq, p.factors, sn, cs);
-        rope_apply(x0, x1, sn, cs);
+        sincosf(theta, &sn, &cs);
+        const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
+        x0 = r0;
+        x1 = r1;
     }
     v[a] = x0;
     v[b] = x1;
@@ -447,8 +451,8 @@ static int attn_chunk_heads(const rope_params& p, int q_block, bool quantize) {
     return hc > 0 && p.n_head % hc == 0 ? hc : 0;
 }
 
-int attention_merge_counters(const rope_params& p) {
-    return p.n_head;
+int attention_merge_counters(int n_head) {
+    return n_head;
 }
 
 bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
@@ -487,14 +491,6 @@ void launch_attention_split(float* qkv, const rope_params& p, const int32_t* pos
                             float* xd, float* xs, cudaStream_t s) {
     launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
                           s);
-}
-
-void launch_attention_batch_split(float* qkv, int n_rows, const rope_params& p, const int32_t* pos,
-                                  const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache,
-                                  const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block,
-                                  int8_t* xq, float* xd, float* xs, cudaStream_t s) {
-    launch_attention_core(qkv, p.n_head * p.head_dim + 2 * p.n_head_kv * p.head_dim, n_rows, p, pos, slots, slot_stride,
-                          k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs, s);
 }
 
 void launch_attention_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,

@@ -56,17 +56,6 @@ void launch_attention_batch(float* qkv, int n_rows, const float* bias, const rop
                             const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache,
                             int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                             cudaStream_t s);
-// Its first half alone: RoPE + KV write of the rows (launch_attention_fused of cuda-kernels.h does the rest).
-void launch_rope_kv_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,
-                          const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache,
-                          cudaStream_t s);
-// launch_attention_batch after launch_rope_kv_batch.
-void launch_attention_batch_split(float* qkv, int n_rows, const rope_params& p, const int32_t* pos,
-                                  const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache,
-                                  const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block,
-                                  int8_t* xq, float* xd, float* xs, cudaStream_t s);
-// The decode-step fusion bits of set_decode_fusion (decoder.cpp; the batched step uses the attention merge bit).
-unsigned decode_fusion();
 // gu [n_rows, 2 n_ff] -> out [n_rows, n_ff] (and quantized with xq non-null).
 void launch_swiglu_batch(const float* gu, int n_rows, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd,
                          float* xs, cudaStream_t s);

@@ -230,9 +230,6 @@ public:
         logits_ = arena_.get_n<float>(B * size_t(V));
         n_split_ = int(std::clamp<uint32_t>(n_ctx / 128, 1, 32));
         partial_ = arena_.get_n<float>(B * c.n_head * size_t(n_split_) * (c.head_dim + 2));
-        const size_t n_counters = B * size_t(attention_merge_counters(rope_of(m_)));
-        merge_counters_ = arena_.get_n<unsigned>(n_counters);
-        check(cudaMemset(merge_counters_, 0, n_counters * sizeof(unsigned)), "cudaMemset");
         layer_kv_ = int64_t(n_ctx) * KV;
         slot_stride_ = layer_kv_ * c.n_layer;
         k_cache_ = arena_.get_n<uint16_t>(size_t(slot_stride_) * size_t(max_seq));
@@ -446,13 +443,8 @@ private:
                                   s);
             for (const auto& p : L.qkv)
                 launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
-            const int wo_qb = matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0;
-            launch_rope_kv_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, s);
-            if (!((decode_fusion() & 2) &&
-                  launch_attention_fused(qkv_, QKV, b, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_,
-                                         merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
-                launch_attention_batch_split(qkv_, b, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
-                                             wo_qb, xq_, xd_, xs_, s);
+            launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
+                                   matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
             launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_, xd_,
                                   xs_, s);
@@ -478,7 +470,6 @@ private:
     std::map<int, cudaGraphExec_t> graphs_;
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
-    unsigned* merge_counters_ = nullptr;  // launch_attention_fused's, zero between steps
     int8_t* xq_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int64_t layer_kv_ = 0, slot_stride_ = 0;
