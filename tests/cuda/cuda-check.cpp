@@ -3,7 +3,7 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
-//                               [--sweep] [--diag] [--profile] [--sampling]
+//                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -105,6 +105,33 @@ void check_batch_products() {
     }
 }
 
+// The decode step's fusions (cuda::set_decode_fusion) change no bit: logits of 16 steps without and with them, in
+// a context of 512 (4 attention splits; where a model's shapes do not allow a fusion both runs use the kernels).
+void check_fusion_bits(const std::string& name, const std::string& path) {
+    try {
+        std::vector<std::vector<float>> out[2];
+        for (int k = 0; k < 2; k++) {
+            cuda::set_decode_fusion(k == 0 ? 0u : 2u);
+            auto d = cuda::decoder::load(gguf_file::open(path), 512);
+            const int nv = int(d->config().n_vocab);
+            for (int i = 0; i < 16; i++) {
+                const auto l = d->forward(int32_t((7 * i + 3) % nv));
+                out[k].emplace_back(l.begin(), l.end());
+            }
+        }
+        cuda::set_decode_fusion(2);
+        int differ = 0;
+        for (size_t i = 0; i < out[0].size(); i++)
+            if (std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) != 0) differ++;
+        report(differ == 0, fmt::format("fusion bits {:<24} 16 steps, no fusion vs all: {} steps differ (bit-equal "
+                                        "expected)",
+                                        name, differ));
+    } catch (const std::exception& e) {
+        cuda::set_decode_fusion(2);
+        report(false, fmt::format("fusion bits {}: {}", name, e.what()));
+    }
+}
+
 void check_formats(const std::string& dir) {
     struct item {
         const char* preset;
@@ -127,6 +154,7 @@ void check_formats(const std::string& dir) {
                    fmt::format("logits {:<12} {:<7} worst NMSE over {} steps {:.3e} (tol {:.0e})", it.preset,
                                file_type_name(it.type), r.steps, r.worst_nmse, it.tol));
             const std::string name = fmt::format("{} {}", it.preset, file_type_name(it.type));
+            check_fusion_bits(name, path);
             check_prefill_batch(name, path, it.tol, true);
             if (it.type == file_type::f16 || it.type == file_type::q4_k_m) {
                 cuda::prefill_options o;
@@ -430,6 +458,45 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type without and with them (twice each, for the
+// drift within the run), then the batched step at B=8 (which does not use them) against the single-sequence graph.
+void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    fmt::print(
+        "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16 (fuse 2: attention merge in the "
+        "attention kernel; none and with it twice each):\n");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        try {
+            for (unsigned v : {0u, 2u, 0u, 2u}) {
+                cuda::set_decode_fusion(v);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int n = 128, warm = 16;
+                const double s = d->bench_decode(n, warm, 1);
+                const double tps = n / s, bytes = double(d->streamed_bytes_per_token());
+                const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                fmt::print("  {:<7} fuse {:2} tg{} {:7.1f} tok/s  {:7.1f} us/token  {:5.2f} us/layer  ratio {:.3f}\n",
+                           file_type_name(ft), v, n, tps, 1e6 / tps, 1e6 / tps / preset.config.n_layer, tps / limit);
+                std::fflush(stdout);
+            }
+            for (unsigned v : {0u, 2u}) {
+                cuda::set_decode_fusion(v);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const double single = 128 / d->bench_decode(128, 16, 1);
+                auto batch = d->make_batch(16, 256);
+                const double b8 = 8 * 64 / batch->bench(8, 64, 8, 1);
+                fmt::print("  {:<7} fuse {:2} batched: single graph {:.1f} tok/s, B=8 {:.1f} tok/s ({:.2f}x)\n",
+                           file_type_name(ft), v, single, b8, b8 / single);
+                std::fflush(stdout);
+            }
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench fusion {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_decode_fusion(2);
+}
+
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
 // decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
 void bench_batch_decode(const std::string& only) {
@@ -720,7 +787,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false;
+    bool sampling_only = false, fusion_bench = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -750,6 +817,8 @@ int main(int argc, char** argv) {
             profile_batch = true;
         else if (a == "--sampling")
             sampling_only = true;
+        else if (a == "--fusion-bench")
+            fusion_bench = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -814,10 +883,12 @@ int main(int argc, char** argv) {
                 const std::string g = tmp + "/stories260K.gguf";
                 import_llama2c(stories, g);
                 check_greedy("stories260K", g, 200);
+                check_fusion_bits("stories260K", g);
                 check_prefill_batch("stories260K", g, 1e-3, true, 100, 100);
             }
             if (!kjv.empty()) {
                 check_greedy("memtile-kjv-q8_0", kjv, 200);
+                check_fusion_bits("memtile-kjv-q8_0", kjv);
                 check_prefill_batch("memtile-kjv-q8_0", kjv, 1e-3, true, 300, 212);
                 try {
                     const int differ = test::compare_batch_groupings(kjv, 8, 24);
@@ -848,7 +919,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (batch_bench) {
+        if (fusion_bench) {
+            bench_fusion(bw, only);
+        } else if (batch_bench) {
             bench_batch_decode(only);
         } else {
             if (do_bench && do_old_bench) bench(bw, sweep);

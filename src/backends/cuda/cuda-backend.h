@@ -61,6 +61,11 @@ std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, in
 // Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
 // MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.
 void set_pdl(bool on);
+// Kernel fusions of the decode step (decoder.cpp, docs/cuda.md), bits: 2 attention merge in the attention kernel's
+// last blocks (used where measured faster: Wo input f32 or quantized in groups of 32). On (2) unless set here or by
+// MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results either way (for A/B benchmarks). The fusions
+// measured slower (RoPE + KV write in Q/K/V, SwiGLU in gate/up, RMSNorm in Wo/down) are on branch gfuse-exp.
+void set_decode_fusion(unsigned mask);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.

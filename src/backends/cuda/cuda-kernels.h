@@ -79,6 +79,20 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s);
+// launch_attention after launch_rope_kv (its two halves, so that the merge can be chosen).
+void launch_attention_split(float* qkv, const rope_params& p, const int32_t* pos, const uint16_t* k_cache,
+                            const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s);
+// The same as one kernel: the last block of each chunk of heads (one head, or as many as one quantization unit of
+// q_block 256 spans) merges the chunk's partial states and quantizes them (q_block > 0): no merge launch, the same
+// bits. n_rows queries q_stride apart (decode: 1, 0), slots/slot_stride as the batched step (null: one sequence).
+// counters: n_rows * attention_merge_counters(n_head), zero before the first launch (each launch leaves them zero).
+// Returns false (nothing launched) when the head size and the quantization unit do not tile.
+int attention_merge_counters(int n_head);
+bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
+                            const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,
+                            int n_split, float* partial, unsigned* counters, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);

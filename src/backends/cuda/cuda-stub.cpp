@@ -39,6 +39,9 @@ std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32
 void set_pdl(bool) {
     not_compiled();
 }
+void set_decode_fusion(unsigned) {
+    not_compiled();
+}
 double check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {
     not_compiled();
 }

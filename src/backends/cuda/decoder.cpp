@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
@@ -32,6 +33,18 @@ struct source {
 // The decoder's layers are stored as decoder-state.h's layer_view (the form the prefill and batched paths read).
 using part = view_part;
 using layer_weights = layer_view;
+
+// Fusions of the decode step (bits of set_decode_fusion / MEMTILE_CUDA_FUSE): read when a graph is captured.
+bool g_fusion_set = false;
+unsigned g_fusion = 2;
+
+unsigned decode_fusion() {
+    if (!g_fusion_set) {
+        if (const char* env = std::getenv("MEMTILE_CUDA_FUSE")) g_fusion = unsigned(std::strtoul(env, nullptr, 0));
+        g_fusion_set = true;
+    }
+    return g_fusion;
+}
 
 class cuda_decoder final : public decoder {
 public:
@@ -366,6 +379,10 @@ private:
         kv_bytes_ = uint64_t(layer_kv) * gpu_layers * 2 * 2;
         k_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
         v_cache_ = static_cast<uint16_t*>(alloc(layer_kv * gpu_layers * 2));
+        // launch_attention_fused's counters (zero between kernels).
+        const size_t merge_bytes = size_t(attention_merge_counters(int(c.n_head))) * sizeof(unsigned);
+        merge_counters_ = static_cast<unsigned*>(alloc(merge_bytes));
+        check(cudaMemset(merge_counters_, 0, merge_bytes), "cudaMemset");
         io_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
         check(cudaMallocHost(reinterpret_cast<void**>(&host_io_), 2 * sizeof(int32_t)), "cudaMallocHost");
         streamed_ = 0;
@@ -387,7 +404,10 @@ private:
         return 32;
     }
 
-    // The decode step, in stream order (captured once into the graph).
+    // The decode step, in stream order (captured once into the graph). With decode_fusion() bit 2 the attention
+    // merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that was measured
+    // faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads per
+    // chunk) the separate merge kernel was faster (docs/cuda.md).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -398,14 +418,19 @@ private:
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
+        const bool fuse_merge = decode_fusion() & 2;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            launch_attention(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_, att_,
-                             matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
+            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
+            const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
+            if (!(fuse_merge && wo_qb != 256 &&
+                  launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_, merge_counters_,
+                                         att_, wo_qb, xq_, xd_, xs_, s)))
+                launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
@@ -462,6 +487,7 @@ private:
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
     int8_t* xq_ = nullptr;
+    unsigned* merge_counters_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int32_t* io_ = nullptr;       // device: token, position
     int32_t* host_io_ = nullptr;  // pinned host mirror
@@ -481,6 +507,11 @@ source source_of(const gguf_tensor_info& t) {
 
 bool compiled() {
     return true;
+}
+
+void set_decode_fusion(unsigned mask) {
+    decode_fusion();
+    g_fusion = mask;
 }
 
 int device_count() {

@@ -143,6 +143,61 @@ __device__ __forceinline__ void quantize_warp(const float (&v)[NG], int64_t g0, 
     }
 }
 
+// Writes out[e] = f(e) for e in [e0, e0 + n_e) with the block's threads and, with xq non-null, quantizes the values
+// in units of qb (32 or 256; e0 and n_e multiples of qb), one warp per unit, as quantize_warp: the same bits as the
+// element-per-thread kernels (quantize_block256 of ops.cu: max and integer sums do not depend on the order). f is
+// evaluated twice per element (amax pass, then the values; callers read values staged in shared memory) to keep few
+// registers live. Used by the fused attention merge of the decode step (the last block of a producer finishes a range
+// of elements).
+template <typename F>
+__device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* out, int qb, int8_t* xq, float* xd,
+                                             float* xs, int64_t row = 0, int64_t n_rows = 1) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    if (!xq) {
+#pragma unroll 1
+        for (int i = threadIdx.x; i < n_e; i += blockDim.x) out[e0 + i] = f(e0 + i);
+        return;
+    }
+#pragma unroll 1
+    for (int u = warp; u < n_e / qb; u += n_warps) {
+        const int64_t b = e0 + int64_t(u) * qb;
+        float amax = 0;
+#pragma unroll 1
+        for (int k = 0; k < qb / 32; k++) amax = fmaxf(amax, fabsf(f(b + 32 * k + lane)));
+        amax = warp_max(amax);
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+#pragma unroll 1
+        for (int k = 0; k < qb / 32; k++) {
+            const float v = f(b + 32 * k + lane);
+            out[b + 32 * k + lane] = v;
+            const int q = __float2int_rn(__fmul_rn(v, inv));
+            const int64_t g = (b / 32 + k) * n_rows + row;
+            xq[g * 32 + lane] = int8_t(q);
+            const int sq = warp_sum_int(q);
+            if (lane == 0) {
+                xd[g] = d;
+                xs[g] = d * float(sq);
+            }
+        }
+    }
+}
+
+// The last block of a grid to arrive (counter: zero before the grid, reset here for the next launch or graph
+// replay); every thread calls it after its global writes. Returns true in every thread of that block, whose later
+// reads of the other blocks' writes must bypass L1 (__ldcg).
+__device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned expected) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) == expected - 1;
+        if (last) *counter = 0;  // every other block has arrived: nothing else touches it in this grid
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 constexpr int k_attn_warps = 4;
 
 // Split-K decode attention of one (head h, key range `split` of n_split) for one query q ([n_head * hd] f32):

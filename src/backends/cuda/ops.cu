@@ -190,6 +190,67 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
                            partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
 }
 
+// attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
+// chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
+// attn_combine_kernel without its launch, with the same bits. counters: [rows][n_head / hc], zero between
+// launches. hc * hd <= 256, hc <= 32, n_split <= 32 (launch_attention_fused checks).
+template <int ND>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
+                      int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
+                      int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    const int row = blockIdx.z, n_split = gridDim.y;
+    const int slot = slots ? slots[row] : 0;
+    partial += int64_t(row) * n_head * n_split * (hd + 2);
+    attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
+                           pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
+    const int chunk = blockIdx.x / hc;
+    if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
+    // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
+    // values attn_merge recomputes per element) and every element's loads in flight together. Partials come from
+    // other blocks: loads bypass L1.
+    __shared__ float sw[32 * 32], sl[32], sv[256];
+    __shared__ uint32_t valid[32];
+    const int t = threadIdx.x;
+    const int64_t h0 = int64_t(chunk) * hc;
+    for (int hl = t; hl < hc; hl += blockDim.x) {
+        const float* p = partial + (h0 + hl) * n_split * (hd + 2);
+        float M = -INFINITY;
+        uint32_t mask = 0;
+        for (int s = 0; s < n_split; s++)
+            if (__ldcg(p + s * (hd + 2) + 1) > 0) {
+                M = fmaxf(M, __ldcg(p + s * (hd + 2)));
+                mask |= 1u << s;
+            }
+        float L = 0;
+        for (int s = 0; s < n_split; s++)
+            if (mask >> s & 1) {
+                const float e = expf(__ldcg(p + s * (hd + 2)) - M);
+                L += __ldcg(p + s * (hd + 2) + 1) * e;
+                sw[hl * n_split + s] = e;
+            }
+        sl[hl] = L;
+        valid[hl] = mask;
+    }
+    __syncthreads();
+    for (int el = t; el < hc * hd; el += blockDim.x) {
+        const int hl = el / hd, d = el % hd;
+        const float* p = partial + (h0 + hl) * n_split * (hd + 2) + 2 + d;
+        const uint32_t mask = valid[hl];
+        float a = 0;
+#pragma unroll 4
+        for (int s = 0; s < n_split; s++)
+            if (mask >> s & 1) a += __ldcg(p + s * (hd + 2)) * sw[hl * n_split + s];
+        sv[el] = a / sl[hl];
+    }
+    __syncthreads();
+    const int64_t e0 = h0 * hd;
+    finish_elems([&](int64_t e) { return sv[e - e0]; }, e0, hc * hd, out + int64_t(row) * n_head * hd, q_block, xq, xd,
+                 xs, row, gridDim.z);
+}
+
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
 // h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
 // blockIdx.y = row (partial and out one row each; xq, xd, xs group-major over the rows).
@@ -395,10 +456,55 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     if (xq && q_block > 0 && !fused) launch_quantize_rows(out, n_rows, n, q_block, xq, xd, xs, s);
 }
 
+// Heads per merge chunk of the fused attention kernel (a whole number of quantization units, 32 or 256 elements),
+// or 0 when the shapes do not allow it.
+static int attn_chunk_heads(const rope_params& p, int q_block, bool quantize) {
+    const int n = p.n_head * p.head_dim;
+    if (!quantize) return 1;
+    if (n % 32 != 0) return 0;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const int hc = p.head_dim % qb == 0 ? 1 : qb % p.head_dim == 0 ? qb / p.head_dim : 0;
+    return hc > 0 && p.n_head % hc == 0 ? hc : 0;
+}
+
+int attention_merge_counters(int n_head) {
+    return n_head;
+}
+
+bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
+                            const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,
+                            int n_split, float* partial, unsigned* counters, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s) {
+    const bool quantize = xq && q_block > 0;
+    const int hc = attn_chunk_heads(p, q_block, quantize);
+    if (hc == 0 || hc > 32 || hc * p.head_dim > 256 || n_split > 32) return false;
+    const int n = p.n_head * p.head_dim;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
+    const auto* kc = reinterpret_cast<const __half*>(k_cache);
+    const auto* vc = reinterpret_cast<const __half*>(v_cache);
+    const int nd = (p.head_dim + 31) / 32;
+    auto* kernel = nd <= 1   ? attn_fused_kernel<1>
+                   : nd <= 2 ? attn_fused_kernel<2>
+                   : nd <= 4 ? attn_fused_kernel<4>
+                             : attn_fused_kernel<8>;
+    launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
+           p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
+           quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    return true;
+}
+
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s) {
     launch_rope_kv(qkv, bias, p, pos, k_cache, v_cache, s);
+    launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
+                          s);
+}
+
+void launch_attention_split(float* qkv, const rope_params& p, const int32_t* pos, const uint16_t* k_cache,
+                            const uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq,
+                            float* xd, float* xs, cudaStream_t s) {
     launch_attention_core(qkv, 0, 1, p, pos, nullptr, 0, k_cache, v_cache, n_split, partial, out, q_block, xq, xd, xs,
                           s);
 }
