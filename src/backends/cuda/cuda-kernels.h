@@ -18,11 +18,28 @@ namespace memtile::cuda {
 // A weight matrix of n_out rows of n_in elements on the device, in the layout the matvec kernels read:
 //   F32/F16/BF16: q = rows of n_in elements, row stride q_row_bytes; d = null.
 //   Q5_K:         q = GGUF blocks (176 bytes, a multiple of 16) back to back; d = null.
-//   Q4_K:         q = [n_out][n_in / 256][128] GGUF quant bytes; d = [n_out][n_in / 256][10]: per super-block the
-//                 8 scales and 8 mins as bytes and f16 d, dmin (device-common.cuh, k_q4k_side_words).
+//   Q4_K:         q = [n_out][n_in / 256][128] GGUF quant bytes; d = per row q4k_side_row_words(n_in / 256) words
+//                 in groups of 4 super-blocks (80 bytes): their 4 x 4 scale/min words (word c of a super-block:
+//                 bytes sc 2c, sc 2c+1, mn 2c, mn 2c+1, the 6-bit values of the sub-blocks of elements 64c..64c+63),
+//                 then their 4 words f16 d | dmin << 16. A super-block's scale words are one aligned 16-byte load
+//                 and its d/dmin word lies in the same 128-byte line or the next.
 //   Q8_0:         q = [n_out][n_in] int8 quants; d = [n_out][n_in / 32] f16 scales.
 //   Q4_0:         q = [n_out][n_in / 32][16] GGUF nibble bytes; d = [n_out][n_in / 32] f16 scales.
 //   Q6_K:         q = [n_out][n_in / 256][208] (ql 128 | qh 64 | scales 16); d = [n_out][n_in / 256] f16.
+// The Q4_K side array (layout above): words per row, and the word offsets of super-block b's scale words and
+// of its d/dmin word within the row.
+__host__ __device__ constexpr int64_t q4k_side_row_words(int64_t n_sb) {
+    return (n_sb + 3) / 4 * 20;
+}
+template <class I>  // int in the kernels' inner loops, int64_t on the host
+__host__ __device__ constexpr I q4k_sm_word(I b) {
+    return (b >> 2) * 20 + (b & 3) * 4;
+}
+template <class I>
+__host__ __device__ constexpr I q4k_dm_word(I b) {
+    return (b >> 2) * 20 + 16 + (b & 3);
+}
+
 struct gpu_weight {
     dtype type = dtype::f32;
     int64_t n_in = 0, n_out = 0;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda-kernels.h"
+
 namespace memtile::cuda {
 
 __device__ __forceinline__ int4 load_stream(const uint8_t* p) {
@@ -85,10 +87,10 @@ template <int I>
 __device__ __forceinline__ float byte_float(uint32_t v) {
     return __uint_as_float(__byte_perm(v, 0x4b000000u, 0x7540u | I)) - 8388608.0f;
 }
-// Q4_K in the device layout (weight-layout.cpp): q = [n_out][n_in / 256][128] quant bytes (GGUF order: byte 32c + l
-// holds element l of sub-block 2c in its low nibble, of sub-block 2c + 1 in its high one); d = [n_out][n_in / 256]
-// of 5 words: word c < 4 = bytes (sc 2c, sc 2c + 1, mn 2c, mn 2c + 1), word 4 = f16 d | dmin << 16.
-constexpr int k_q4k_side_words = 5;
+// Q4_K in the device layout (cuda-kernels.h): the side words of a row.
+__device__ __forceinline__ const uint32_t* q4k_side_of(const uint16_t* d, int64_t row, int n_sb) {
+    return reinterpret_cast<const uint32_t*>(d) + row * q4k_side_row_words(n_sb);
+}
 
 // Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
 __device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {

@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(32 * k_warps)
     const int n_in = int(w.n_in);
     const uint8_t* q = w.q + row * w.q_row_bytes;
     const int64_t d_row = T == dtype::q6_k   ? n_in / 256
-                          : T == dtype::q4_k ? n_in / 256 * 2 * k_q4k_side_words
+                          : T == dtype::q4_k ? 2 * q4k_side_row_words(n_in / 256)
                                              : n_in / 32;
     const uint16_t* d = w.d ? w.d + row * d_row : nullptr;
     float acc[NB];
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(32 * k_warps)
         for (int t = lane; t < n_in / 64; t += 32) {
             const int bl = t >> 2, c = t & 3;
             const int4 w0 = load_stream(q + bl * 128 + 32 * c), w1 = load_stream(q + bl * 128 + 32 * c + 16);
-            const uint32_t* side = reinterpret_cast<const uint32_t*>(d) + bl * k_q4k_side_words;
-            const uint32_t sm = __ldg(side + c), dm = __ldg(side + 4);
+            const uint32_t* side = reinterpret_cast<const uint32_t*>(d);  // row's side words (cuda-kernels.h)
+            const uint32_t sm = __ldg(side + q4k_sm_word(bl) + c), dm = __ldg(side + q4k_dm_word(bl));
             const int sc0 = int(sm & 0xffu), sc1 = int((sm >> 8) & 0xffu);
             const float mn0 = float((sm >> 16) & 0xffu), mn1 = float(sm >> 24);
             const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));

@@ -134,8 +134,8 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int4 w0 = load_stream(q[r] + b * 128 + 32 * c), w1 = load_stream(q[r] + b * 128 + 32 * c + 16);
-        const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]) + b * k_q4k_side_words;
-        const uint32_t sm = __ldg(side + c), dm = __ldg(side + 4);
+        const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);  // row's side words (cuda-kernels.h)
+        const uint32_t sm = __ldg(side + q4k_sm_word(b) + c), dm = __ldg(side + q4k_dm_word(b));
         int lo = 0, hi = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     const int64_t row0 = (int64_t(blockIdx.x) * G + group) * R;
     const int n_in = int(w.n_in);
     const int64_t d_row = T == dtype::q6_k   ? n_in / 256
-                          : T == dtype::q4_k ? n_in / 256 * 2 * k_q4k_side_words
+                          : T == dtype::q4_k ? 2 * q4k_side_row_words(n_in / 256)
                                              : n_in / 32;
     const uint8_t* q[R];
     const uint16_t* d[R];

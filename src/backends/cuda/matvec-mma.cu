@@ -368,8 +368,8 @@ __global__ void __launch_bounds__(32 * k_warps)
         constexpr int SB = KU / 4;  // super-blocks in flight per warp (4 units of 64 elements each)
         const int n_sb = n_in / 256;
         // Q4_K (device layout, device-common.cuh): hA/hB hold the 4 scale/min words, mA/mB d | dmin.
-        const uint32_t* sdA = five ? nullptr : reinterpret_cast<const uint32_t*>(w.d) + rA * n_sb * k_q4k_side_words;
-        const uint32_t* sdB = five ? nullptr : reinterpret_cast<const uint32_t*>(w.d) + rB * n_sb * k_q4k_side_words;
+        const uint32_t* sdA = five ? nullptr : q4k_side_of(w.d, rA, n_sb);
+        const uint32_t* sdB = five ? nullptr : q4k_side_of(w.d, rB, n_sb);
         // A warp takes whole super-blocks: their 16-byte header is loaded once per row and its 8 scales/mins
         // are unpacked with byte positions known at compile time (unit c of 4 unrolled). Lane t holds bytes
         // 32c + 8t..8t+7 of unit c: elements 8t.. of sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
@@ -386,12 +386,10 @@ __global__ void __launch_bounds__(32 * k_warps)
                     hA[i] = __ldcs(reinterpret_cast<const int4*>(bA));
                     hB[i] = __ldcs(reinterpret_cast<const int4*>(bB));
                 } else {
-                    const uint32_t* pA = sdA + sb * k_q4k_side_words;
-                    const uint32_t* pB = sdB + sb * k_q4k_side_words;
-                    hA[i] = make_int4(int(__ldg(pA)), int(__ldg(pA + 1)), int(__ldg(pA + 2)), int(__ldg(pA + 3)));
-                    hB[i] = make_int4(int(__ldg(pB)), int(__ldg(pB + 1)), int(__ldg(pB + 2)), int(__ldg(pB + 3)));
-                    mA[i] = __ldg(pA + 4);
-                    mB[i] = __ldg(pB + 4);
+                    hA[i] = __ldg(reinterpret_cast<const int4*>(sdA + q4k_sm_word(sb)));
+                    hB[i] = __ldg(reinterpret_cast<const int4*>(sdB + q4k_sm_word(sb)));
+                    mA[i] = __ldg(sdA + q4k_dm_word(sb));
+                    mB[i] = __ldg(sdB + q4k_dm_word(sb));
                 }
 #pragma unroll
                 for (int c = 0; c < 4; c++) {

@@ -33,10 +33,11 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
             const int e = int(i % 256), s = e / 32, l = e % 32;
             const uint8_t byte = row[(i / 256) * 128 + 32 * (s / 2) + l];
             const int qv = (s % 2) ? byte >> 4 : byte & 15;
-            const uint8_t* side =
-                reinterpret_cast<const uint8_t*>(w.d) + (r * (w.n_in / 256) + i / 256) * 4 * k_q4k_side_words;
-            const int scale = side[4 * (s / 2) + s % 2], mn = side[4 * (s / 2) + 2 + s % 2];
-            const float d = h2f(uint16_t(side[16] | side[17] << 8)), dmin = h2f(uint16_t(side[18] | side[19] << 8));
+            const uint32_t* side = q4k_side_of(w.d, r, int(w.n_in / 256));
+            const auto* sm = reinterpret_cast<const uint8_t*>(side + q4k_sm_word(i / 256));
+            const uint32_t dm = side[q4k_dm_word(i / 256)];
+            const int scale = sm[4 * (s / 2) + s % 2], mn = sm[4 * (s / 2) + 2 + s % 2];
+            const float d = h2f(uint16_t(dm)), dmin = h2f(uint16_t(dm >> 16));
             return d * float(scale) * float(qv) - dmin * float(mn);
         }
         case dtype::q5_k: {

@@ -348,19 +348,21 @@ __global__ void fix_k_headers_kernel(gpu_weight w, uint64_t n_blocks, int block_
     }
 }
 
-// Q4_K side words (device layout, device-common.cuh): 6-bit scales and mins, then d and dmin as above.
+// Q4_K side words (device layout, cuda-kernels.h): 6-bit scales and mins, then d and dmin as above.
 __global__ void fix_q4k_side_kernel(gpu_weight w, uint64_t n_blocks, uint64_t seed) {
     const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
-    uint32_t* side = reinterpret_cast<uint32_t*>(const_cast<uint16_t*>(w.d));
+    const int n_sb = int(w.n_in / 256);
     for (uint64_t b = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < n_blocks; b += stride) {
-        uint32_t* p = side + b * k_q4k_side_words;
+        uint32_t* side = const_cast<uint32_t*>(q4k_side_of(w.d, int64_t(b / n_sb), n_sb));
+        uint32_t* p = side + q4k_sm_word(int64_t(b % n_sb));
+        uint32_t* dm = side + q4k_dm_word(int64_t(b % n_sb));
         const uint64_t h0 = mix(seed ^ (b * 0x9e3779b97f4a7c15ull)), h1 = mix(h0 + 1);
         p[0] = uint32_t(h0) & 0x3f3f3f3fu;
         p[1] = uint32_t(h0 >> 32) & 0x3f3f3f3fu;
         p[2] = uint32_t(h1) & 0x3f3f3f3fu;
         p[3] = uint32_t(h1 >> 32) & 0x3f3f3f3fu;
-        p[4] = uint32_t(rand_half(mix(seed + b) | 0x800000, 0.002f)) |
-               uint32_t(rand_half(mix(seed + b + 1) | 0x800000, 0.001f)) << 16;
+        *dm = uint32_t(rand_half(mix(seed + b) | 0x800000, 0.002f)) |
+              uint32_t(rand_half(mix(seed + b + 1) | 0x800000, 0.001f)) << 16;
     }
 }
 

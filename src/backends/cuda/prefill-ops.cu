@@ -39,12 +39,13 @@ __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8
         }
         case dtype::q4_k: {
             const int el = int(e % 256), s = el / 32, l0 = el % 32;
-            const uint8_t* side =
-                reinterpret_cast<const uint8_t*>(w.d) + (r * (w.n_in / 256) + e / 256) * 4 * k_q4k_side_words;
-            const int scale = side[4 * (s / 2) + s % 2], mn = side[4 * (s / 2) + 2 + s % 2];
+            const uint32_t* side = q4k_side_of(w.d, r, int(w.n_in / 256));
+            const auto* sm = reinterpret_cast<const uint8_t*>(side + q4k_sm_word(e / 256));
+            const uint32_t dm = side[q4k_dm_word(e / 256)];
+            const int scale = sm[4 * (s / 2) + s % 2], mn = sm[4 * (s / 2) + 2 + s % 2];
             const uint2 b = *reinterpret_cast<const uint2*>(row + (e / 256) * 128 + 32 * (s / 2) + l0);
-            const float d = h2f(uint16_t(side[16] | side[17] << 8)) * float(scale);
-            const float m = h2f(uint16_t(side[18] | side[19] << 8)) * float(mn);
+            const float d = h2f(uint16_t(dm)) * float(scale);
+            const float m = h2f(uint16_t(dm >> 16)) * float(mn);
             const int sh = (s % 2) ? 4 : 0;
 #pragma unroll
             for (int i = 0; i < 8; i++) v[i] = d * float(int(((i < 4 ? b.x : b.y) >> (8 * (i & 3) + sh)) & 15)) - m;

@@ -37,7 +37,7 @@ int64_t device_d_row_elems(dtype t, int64_t n_in) {
     switch (t) {
         case dtype::q8_0:
         case dtype::q4_0: return n_in / k_qk_legacy;
-        case dtype::q4_k: return n_in / k_qk * 10;  // 20 bytes per super-block (see repack_rows)
+        case dtype::q4_k: return 2 * q4k_side_row_words(n_in / k_qk);
         case dtype::q6_k: return n_in / k_qk;
         default: return 0;
     }
@@ -65,24 +65,24 @@ void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint
                     std::memcpy(qr + b * 16, blk.qs, 16);
                 }
                 break;
-            case dtype::q4_k:
-                // Per super-block 128 quant bytes in q (GGUF order) and 5 words in d: word c < 4 = the 6-bit
-                // scales and mins of sub-blocks 2c, 2c + 1 as bytes (sc 2c, sc 2c+1, mn 2c, mn 2c+1), word 4 =
-                // d | dmin << 16. The decode task of elements 64c..64c+63 reads its word and word 4 without
-                // unpacking anything.
-                for (int64_t b = 0; b < n_in / k_qk; b++) {
+            case dtype::q4_k: {
+                // Per super-block 128 quant bytes in q (GGUF order); in d its scale/min words (the 6-bit values as
+                // bytes) and its d/dmin word (cuda-kernels.h). The decode task of elements
+                // 64c..64c+63 reads one scale word and one d/dmin word without unpacking anything.
+                const int64_t n_sb = n_in / k_qk;
+                auto* side = reinterpret_cast<uint8_t*>(dr);
+                std::memset(side, 0, size_t(4 * q4k_side_row_words(n_sb)));
+                for (int64_t b = 0; b < n_sb; b++) {
                     const auto blk = read_block<block_q4_k>(s, b);
                     std::memcpy(qr + b * 128, blk.qs, 128);
-                    uint8_t side[20];
-                    for (int j = 0; j < 8; j++) {
-                        unpack_scale_min_k4(blk.scales, j, side[4 * (j / 2) + (j % 2)],
-                                            side[4 * (j / 2) + 2 + (j % 2)]);
-                    }
-                    std::memcpy(side + 16, &blk.d, 2);
-                    std::memcpy(side + 18, &blk.dmin, 2);
-                    std::memcpy(dr + b * 10, side, 20);
+                    uint8_t* sm = side + 4 * q4k_sm_word(b);
+                    for (int j = 0; j < 8; j++)
+                        unpack_scale_min_k4(blk.scales, j, sm[4 * (j / 2) + (j % 2)], sm[4 * (j / 2) + 2 + (j % 2)]);
+                    const uint16_t dm[2] = {blk.d, blk.dmin};
+                    std::memcpy(side + 4 * q4k_dm_word(b), dm, 4);
                 }
                 break;
+            }
             case dtype::q6_k:
                 for (int64_t b = 0; b < d_row; b++) {
                     const auto blk = read_block<block_q6_k>(s, b);
