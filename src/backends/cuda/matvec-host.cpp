@@ -63,7 +63,9 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
     auto* y = static_cast<float*>(arena.alloc(size_t(n_out) * 4));
     launch_fill_f32(x, n_in, 0.5f, nullptr);
-    if (n_in % 32 == 0) launch_quantize(x, n_in, 32, xq, xd, xs, nullptr);
+    // The activation blocks each format's kernel expects (K formats: one scale per 256), as the decoder passes.
+    const int q_block = k_format(t) && n_in % 256 == 0 ? 256 : 32;
+    if (n_in % 32 == 0) launch_quantize(x, n_in, q_block, xq, xd, xs, nullptr);
     check(cudaDeviceSynchronize(), "bench setup");
 
     cudaStream_t s = nullptr;
