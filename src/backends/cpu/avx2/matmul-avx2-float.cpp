@@ -11,8 +11,9 @@ template <class L>
 struct float_kernel {
     static constexpr int tile = 4;
 
+    // pf > 0 (decode only): prefetch the weight stream pf bytes ahead of the loads.
     template <int nt>
-    static void dot(const uint8_t* row, const act_view& a, int64_t t0, float* out) {
+    static void dot(const uint8_t* row, const act_view& a, int64_t t0, float* out, int64_t pf = 0) {
         constexpr int unroll = 4;  // the same for every nt: a token's sum must not depend on its batch
         const int64_t n = a.n_in;
         const float* x[nt];
@@ -22,6 +23,7 @@ struct float_kernel {
             for (int u = 0; u < unroll; u++) acc[j][u] = _mm256_setzero_ps();
         int64_t i = 0;
         for (; i + 8 * unroll <= n; i += 8 * unroll) {
+            if (nt == 1 && pf > 0) prefetch_l2<8 * unroll * L::bytes>(row + i * L::bytes + pf);
             for (int u = 0; u < unroll; u++) {
                 const __m256 wv = L::vec(row + (i + 8 * u) * L::bytes);
                 for (int j = 0; j < nt; j++)
@@ -41,18 +43,40 @@ struct float_kernel {
     }
 };
 
+// Decode: the rows one by one, the same dot<1> as gemm_tiled (so the same results), with the weight stream
+// prefetched when the rows are long. F16 rows of 4608+ elements decoded from DRAM at ~13 instead of ~22 GB/s
+// per core: the f32 activations (18+ KiB) and a row's weights no longer fit L1 together, and the activation
+// lines reloaded from L2 for every row starve the weight stream; prefetching it into L2 far enough ahead
+// (16-64 KiB) restores ~22-25 GB/s. On short rows it cost a few % (docs/cpu.md, "Software prefetch").
+// Prefetch stops at the calling thread's last row.
+constexpr int64_t k_prefetch_min_row_bytes = 24 * 1024;  // activations + weights of one row
+
+template <class L>
+void gemm_float(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
+    if (n_tok != 1) {
+        detail::gemm_tiled<float_kernel<L>>(w, a, n_tok, y, ys, r0, r1);
+        return;
+    }
+    const int64_t pf = w.n_in * (4 + L::bytes) > k_prefetch_min_row_bytes ? detail::decode_prefetch_bytes() : 0;
+    const uint8_t* end = w.data + size_t(r1) * w.row_bytes;
+    for (int64_t o = r0; o < r1; o++) {
+        const uint8_t* row = w.data + size_t(o) * w.row_bytes;
+        float_kernel<L>::template dot<1>(row, a, 0, y + o, row + w.row_bytes + pf <= end ? pf : 0);
+    }
+}
+
 }  // namespace
 
 void gemm_f32(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
-    detail::gemm_tiled<float_kernel<f32_loader>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_float<f32_loader>(w, a, n_tok, y, ys, r0, r1);
 }
 
 void gemm_f16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
-    detail::gemm_tiled<float_kernel<f16_loader>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_float<f16_loader>(w, a, n_tok, y, ys, r0, r1);
 }
 
 void gemm_bf16(const weight_view& w, const act_view& a, int64_t n_tok, float* y, int64_t ys, int64_t r0, int64_t r1) {
-    detail::gemm_tiled<float_kernel<bf16_loader>>(w, a, n_tok, y, ys, r0, r1);
+    gemm_float<bf16_loader>(w, a, n_tok, y, ys, r0, r1);
 }
 
 }  // namespace memtile::cpu::avx2
