@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -80,6 +81,14 @@ void print_header(const options& o, const char* what) {
     std::printf("\n");
 }
 
+// The weight bytes of format t (F32 stored as is: quantize_tensor does not produce it).
+std::vector<uint8_t> encode(dtype t, const std::vector<float>& w, int64_t n_out, int64_t n_in) {
+    if (t != dtype::f32) return quantize_tensor(t, w.data(), n_out, n_in);
+    std::vector<uint8_t> bytes(w.size() * sizeof(float));
+    std::memcpy(bytes.data(), w.data(), bytes.size());
+    return bytes;
+}
+
 std::vector<float> gaussian(size_t n, std::mt19937& rng) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<float> v(n);
@@ -97,7 +106,7 @@ int matrix_mode(const options& o, int64_t n_in, int64_t n_out) {
     print_header(o, "type");
     for (const auto& fs : o.formats) {
         const dtype t = parse_type(fs);
-        const std::vector<uint8_t> q = quantize_tensor(t, wf.data(), n_out, n_in);
+        const std::vector<uint8_t> q = encode(t, wf, n_out, n_in);
         const cpu::weight_view v{t, q.data(), n_in, n_out, size_t(row_bytes(t, uint64_t(n_in)))};
         const uint64_t bytes = uint64_t(v.row_bytes) * uint64_t(n_out);
         const auto w = cpu::prepare_weight(v, {.repack = o.repack});
@@ -159,7 +168,7 @@ int layers_mode(const options& o, int n_layers) {
         for (int l = 0; l < n_layers; l++)
             for (int k = 0; k < n_shapes; k++) {
                 const std::vector<float> wf = gaussian(size_t(shapes[k].n_in * shapes[k].n_out), rng);
-                data.push_back(quantize_tensor(t, wf.data(), shapes[k].n_out, shapes[k].n_in));
+                data.push_back(encode(t, wf, shapes[k].n_out, shapes[k].n_in));
                 const cpu::weight_view v{t, data.back().data(), shapes[k].n_in, shapes[k].n_out,
                                          size_t(row_bytes(t, uint64_t(shapes[k].n_in)))};
                 ws.push_back(cpu::prepare_weight(v, {.repack = o.repack}));
