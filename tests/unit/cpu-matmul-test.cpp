@@ -188,6 +188,39 @@ TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
     }
 }
 
+// Decode of long rows with software prefetch (the float formats' K-chunked kernel and the x8 K-format groups,
+// prefetch stopping at each thread's last row or group) must give the results of the plain per-row / per-group
+// kernels (set_decode_prefetch(0)) bit for bit, whatever the distance. Float rows of 5645 elements: two K
+// chunks, a tail unit and a scalar tail.
+TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool1(1), pool2(2);
+    const int64_t n_in = fc.n_in.front() == 1 ? 5645 : 8192, n_out = 37;
+    const std::vector<float> wf = uniform(size_t(n_in * n_out), 31);
+    const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+    const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+    const std::vector<float> x = uniform(size_t(n_in), 32);
+    for (bool repack : {false, true}) {
+        const auto pw = prepare_weight(view, {.repack = repack});
+        set_decode_prefetch(0);
+        std::vector<float> want(static_cast<size_t>(n_out));
+        matmul(*pw, x.data(), 1, want.data(), pool1);
+        for (int64_t distance : {int64_t(64), int64_t(4096), k_default_decode_prefetch, int64_t(1) << 20}) {
+            set_decode_prefetch(distance);
+            for (thread_pool* pool : {&pool1, &pool2}) {
+                std::vector<float> got(want.size(), NAN);
+                matmul(*pw, x.data(), 1, got.data(), *pool);
+                for (size_t o = 0; o < want.size(); o++)
+                    ASSERT_EQ(want[o], got[o]) << dtype_name(fc.type) << " via " << isa_name(path) << " repack "
+                                               << repack << " prefetch " << distance << " row " << o;
+            }
+        }
+        set_decode_prefetch(k_default_decode_prefetch);
+    }
+}
+
 // Activations at any address: f32 activations that are not 32-byte aligned are copied to an aligned buffer
 // first (matmul.cpp); the results must be those of an aligned call, bit for bit, decode and prefill.
 TEST_P(cpu_matmul, unaligned_activations_give_the_same_results) {

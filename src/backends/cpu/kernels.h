@@ -60,6 +60,10 @@ struct repack_kernel_set {
 // nullptr when the path is not compiled in (non-x86 builds).
 const repack_kernel_set* avx2_repack_kernels();
 
+// How far ahead (bytes) the decode kernels that use software prefetch ask for their weight stream, 0 = off
+// (set_decode_prefetch in matmul.h). Defined in matmul.cpp, so no ISA translation unit compiles <atomic>.
+int64_t decode_prefetch_bytes();
+
 // Matrix-matrix (prefill) paths, used for n_tok >= k_gemm_min_tokens on plain (not repacked) weights; same
 // gemm_fn contract and the same per-token results, bit for bit, as the kernel_set path (see
 // avx2/gemm-avx2.h for the design). nullptr entries fall back to the kernel_set path.

@@ -125,6 +125,7 @@ struct act_scratch {
 thread_local act_scratch t_scratch;
 
 std::atomic<bool> g_prefill_gemm{true};
+std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
@@ -140,6 +141,10 @@ struct quantize_job {
 }  // namespace
 
 namespace detail {
+
+int64_t decode_prefetch_bytes() {
+    return g_decode_prefetch.load(std::memory_order_relaxed);
+}
 
 uint8_t* gemm_scratch(size_t bytes) {
     // 64 bytes of slack so the returned pointer can be aligned inside the vector.
@@ -332,6 +337,10 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
             if (b < e) run_units(p, a, n_tok, b - p.first, e - p.first);
         }
     });
+}
+
+void set_decode_prefetch(int64_t bytes) {
+    g_decode_prefetch.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
 }
 
 void set_prefill_gemm(bool on) {

@@ -29,6 +29,12 @@ struct int8_ops {
     }
 };
 
+// Requests the cache lines of [p, p + n) into L2 (prefetcht1; t0 and nta measured slower, docs/cpu.md).
+template <int n>
+void prefetch_l2(const uint8_t* p) {
+    for (int o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+}
+
 // Loaders of 8 float-format weights as one f32 vector (vec) or of one weight (one), shared by the per-row
 // kernels (matmul-avx2-float.cpp) and the prefill GEMM (gemm-avx2-float.cpp), which must convert alike.
 struct f32_loader {

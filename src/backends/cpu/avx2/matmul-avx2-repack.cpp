@@ -46,7 +46,8 @@ __m256i shift_bits(__m256i v, int n) {
 // token's integer sums are exact and its float operations are those of NT = 1, so its result does not
 // depend on NT (the batch-invariance rule of gemm-avx2.h).
 template <bool high_bit, int NT>
-void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
+void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
+              int64_t pf) {
     // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's nibble vectors from 160 + stride * s
     // (Q5_K: followed by its 32 bytes of fifth bits).
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
@@ -76,6 +77,7 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         __m256i isum[NT];
         for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int s = 0; s < 8; s++) {
+            if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
             const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
             const __m256i qh =
                 high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 128)) : m4;
@@ -128,7 +130,8 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
 // out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. NT tokens per pass
 // as q45_k_x8.
 template <int NT>
-void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
+void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
+             int64_t pf) {
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
     const int8_t* q[NT];
@@ -156,6 +159,7 @@ void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
         __m256i isum[NT], off[NT];
         for (int j = 0; j < NT; j++) isum[j] = off[j] = _mm256_setzero_si256();
         for (int c = 0; c < 8; c++) {
+            if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + c * (bytes / 8) + pf);
             const __m256i scb = bcast_16(b + 16 * c);
             const __m256i spair = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8);
             for (int j = 0; j < NT; j++) {
@@ -198,7 +202,8 @@ constexpr int64_t k_q8_0_pair_bytes = 544;
 // can reach 2 * 127 * 127, so they cannot be added before widening). Two accumulators per token (even and
 // odd blocks) so consecutive FMAs do not wait on each other. NT tokens per pass as q45_k_x8.
 template <int NT>
-void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
+void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
+             int64_t pf) {
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
     const float* d[NT];
@@ -212,6 +217,7 @@ void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t* pair = gp + (ib / 2) * k_q8_0_pair_bytes;
         const uint8_t* b = pair + 32 + (ib % 2) * 256;
+        if (NT == 1 && pf > 0) prefetch_l2<k_q8_0_pair_bytes / 2>(pair + (ib % 2) * (k_q8_0_pair_bytes / 2) + pf);
         __m256i sum[NT];
         for (int j = 0; j < NT; j++) sum[j] = _mm256_setzero_si256();
         for (int v = 0; v < 8; v++) {
@@ -234,7 +240,8 @@ void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
 // vectors of a block summed in int16 (8 * 2 * 15 * 127 = 30480); the + 8 is taken out with the block's
 // activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens per pass as q45_k_x8.
 template <int NT>
-void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out) {
+void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
+             int64_t pf) {
     constexpr int64_t pair_bytes = 288;
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
@@ -251,6 +258,7 @@ void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t* pair = gp + (ib / 2) * pair_bytes;
         const uint8_t* b = pair + 32 + (ib % 2) * 128;
+        if (NT == 1 && pf > 0) prefetch_l2<pair_bytes / 2>(pair + (ib % 2) * (pair_bytes / 2) + pf);
         __m256i s16[NT];
         for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
         for (int v = 0; v < 4; v++) {
@@ -273,6 +281,8 @@ void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
 }
 
+constexpr size_t k_prefetch_min_group = 20 * 1024;
+
 // Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
 // over groups [g0, g1), group by group, the tokens in tiles of K::max_tokens while the group's bytes stay
 // in L1/L2; a last partial tile runs a smaller instantiation (each token's result is the same either way).
@@ -280,7 +290,15 @@ template <template <int> class K>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
-    for (int64_t g = g0; g < g1; g++) K<1>::run(packed + size_t(g) * group_bytes, a, &t, yt, g * 8, n_out);
+    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN
+    // down projection), whose activation lines the weight stream evicts from L1 between two groups; stops at
+    // this call's last group.
+    const int64_t pf = K<1>::prefetch && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
+    const uint8_t* end = packed + size_t(g1) * group_bytes;
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t* gp = packed + size_t(g) * group_bytes;
+        K<1>::run(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
+    }
 }
 
 template <template <int> class K>
@@ -300,51 +318,63 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 yt[j] = y + (t + j) * n_out;
             }
             if (n == NT)
-                K<NT>::run(gp, a, tok, yt, g * 8, n_out);
+                K<NT>::run(gp, a, tok, yt, g * 8, n_out, 0);
             else if (n == 3)
-                K<3 < NT ? 3 : 1>::run(gp, a, tok, yt, g * 8, n_out);
+                K<3 < NT ? 3 : 1>::run(gp, a, tok, yt, g * 8, n_out, 0);
             else if (n == 2)
-                K<2>::run(gp, a, tok, yt, g * 8, n_out);
+                K<2>::run(gp, a, tok, yt, g * 8, n_out, 0);
             else
-                K<1>::run(gp, a, tok, yt, g * 8, n_out);
+                K<1>::run(gp, a, tok, yt, g * 8, n_out, 0);
         }
     }
 }
 
-// Kernel policies: the template above with the number of tokens a pass holds in registers.
+// Kernel policies: the template above with the number of tokens a pass holds in registers, and whether
+// decode prefetches long-row groups (on for the K formats; off for Q8_0, whose decode measured 2-10 % slower
+// with it at every distance, and for Q4_0, not measured).
 template <int NT>
 struct q4_k_k {
     static constexpr int max_tokens = 4;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
-        q45_k_x8<false, NT>(gp, a, tok, y, o0, n);
+    static constexpr bool prefetch = true;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+                    int64_t pf) {
+        q45_k_x8<false, NT>(gp, a, tok, y, o0, n, pf);
     }
 };
 template <int NT>
 struct q5_k_k {
     static constexpr int max_tokens = 4;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
-        q45_k_x8<true, NT>(gp, a, tok, y, o0, n);
+    static constexpr bool prefetch = true;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+                    int64_t pf) {
+        q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
     }
 };
 template <int NT>
 struct q6_k_k {
     static constexpr int max_tokens = 4;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
-        q6_k_x8<NT>(gp, a, tok, y, o0, n);
+    static constexpr bool prefetch = true;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+                    int64_t pf) {
+        q6_k_x8<NT>(gp, a, tok, y, o0, n, pf);
     }
 };
 template <int NT>
 struct q8_0_k {
     static constexpr int max_tokens = 4;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
-        q8_0_x8<NT>(gp, a, tok, y, o0, n);
+    static constexpr bool prefetch = false;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+                    int64_t pf) {
+        q8_0_x8<NT>(gp, a, tok, y, o0, n, pf);
     }
 };
 template <int NT>
 struct q4_0_k {
     static constexpr int max_tokens = 4;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n) {
-        q4_0_x8<NT>(gp, a, tok, y, o0, n);
+    static constexpr bool prefetch = false;
+    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+                    int64_t pf) {
+        q4_0_x8<NT>(gp, a, tok, y, o0, n, pf);
     }
 };
 

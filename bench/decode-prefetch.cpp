@@ -1,0 +1,308 @@
+// Decode with and without software prefetch of the weight stream (cpu::set_decode_prefetch), the variants
+// alternating inside one process so that a change in the machine's load hits all of them:
+//   bench-decode-prefetch [options] matrix N_IN N_OUT          one N_OUT x N_IN matrix per format
+//   bench-decode-prefetch [options] layers N_LAYERS            N_LAYERS copies of TinyLlama's decode matrices
+//   bench-decode-prefetch [options] model MODEL.gguf...        decode tok/s of model files
+// options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
+//          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
+// matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
+// and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
+// read the wall-clock one); layers mode splits it by matrix and adds a read of the same bytes. Every
+// variant's output is compared with the first's (prefetch never changes a result).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/matmul.h"
+#include "core/thread-pool.h"
+#include "models/transformer.h"
+#include "observe/bandwidth.h"
+#include "quant/quant.h"
+
+using namespace memtile;
+
+namespace {
+
+double thread_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    std::string x;
+    while (std::getline(ss, x, ',')) v.push_back(x);
+    return v;
+}
+
+dtype parse_type(const std::string& s) {
+    const std::pair<const char*, dtype> names[] = {{"f16", dtype::f16},   {"bf16", dtype::bf16}, {"f32", dtype::f32},
+                                                   {"q8_0", dtype::q8_0}, {"q4_0", dtype::q4_0}, {"q4_k", dtype::q4_k},
+                                                   {"q5_k", dtype::q5_k}, {"q6_k", dtype::q6_k}};
+    for (const auto& [n, t] : names)
+        if (s == n) return t;
+    std::fprintf(stderr, "unknown format %s\n", s.c_str());
+    std::exit(2);
+}
+
+struct options {
+    std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
+    std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
+    bool repack = false;
+    int threads = 1, rounds = 5, tg = 32;
+};
+
+double best(std::vector<double> v) {
+    return *std::max_element(v.begin(), v.end());
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void print_header(const options& o, const char* what) {
+    std::printf("| %s |", what);
+    for (int64_t d : o.prefetch) std::printf(" prefetch %lld best / median |", static_cast<long long>(d));
+    std::printf("\n|---|");
+    for (size_t i = 0; i < o.prefetch.size(); i++) std::printf("---|");
+    std::printf("\n");
+}
+
+// The weight bytes of format t (F32 stored as is: quantize_tensor does not produce it).
+std::vector<uint8_t> encode(dtype t, const std::vector<float>& w, int64_t n_out, int64_t n_in) {
+    if (t != dtype::f32) return quantize_tensor(t, w.data(), n_out, n_in);
+    std::vector<uint8_t> bytes(w.size() * sizeof(float));
+    std::memcpy(bytes.data(), w.data(), bytes.size());
+    return bytes;
+}
+
+std::vector<float> gaussian(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+int matrix_mode(const options& o, int64_t n_in, int64_t n_out) {
+    std::mt19937 rng(3);
+    const std::vector<float> wf = gaussian(size_t(n_in * n_out), rng), x = gaussian(size_t(n_in), rng);
+    std::vector<float> y(static_cast<size_t>(n_out)), y0(static_cast<size_t>(n_out));
+    thread_pool pool(o.threads);
+    std::printf("%lld x %lld, %d thread(s), repack %s; GB/s of weights per CPU-second (wall-clock in brackets)\n\n",
+                static_cast<long long>(n_out), static_cast<long long>(n_in), o.threads, o.repack ? "on" : "off");
+    print_header(o, "type");
+    for (const auto& fs : o.formats) {
+        const dtype t = parse_type(fs);
+        const std::vector<uint8_t> q = encode(t, wf, n_out, n_in);
+        const cpu::weight_view v{t, q.data(), n_in, n_out, size_t(row_bytes(t, uint64_t(n_in)))};
+        const uint64_t bytes = uint64_t(v.row_bytes) * uint64_t(n_out);
+        const auto w = cpu::prepare_weight(v, {.repack = o.repack});
+        const int reps = int(std::max<uint64_t>(4, (uint64_t(1) << 30) / bytes));
+        std::vector<std::vector<double>> cpu_g(o.prefetch.size()), wall_g(o.prefetch.size());
+        cpu::set_decode_prefetch(o.prefetch[0]);
+        cpu::matmul(*w, x.data(), 1, y0.data(), pool);
+        bool same = true;
+        for (int r = 0; r < o.rounds; r++) {
+            for (size_t c = 0; c < o.prefetch.size(); c++) {
+                cpu::set_decode_prefetch(o.prefetch[c]);
+                const double c0 = thread_seconds();
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < reps; i++) cpu::matmul(*w, x.data(), 1, y.data(), pool);
+                const double cs = thread_seconds() - c0;
+                const double ws = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                cpu_g[c].push_back(double(bytes) * reps / cs / 1e9);
+                wall_g[c].push_back(double(bytes) * reps / ws / 1e9);
+                same = same && y == y0;
+            }
+        }
+        std::printf("| %s %.0f MB%s |", fs.c_str(), double(bytes) / 1e6, same ? "" : " RESULTS DIFFER");
+        for (size_t c = 0; c < o.prefetch.size(); c++)
+            std::printf(" %.1f / %.1f (%.1f) |", best(cpu_g[c]), median(cpu_g[c]), median(wall_g[c]));
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+int layers_mode(const options& o, int n_layers) {
+    struct shape {
+        const char* name;
+        int64_t n_in, n_out;
+    };
+    constexpr int n_shapes = 7;
+    const shape shapes[n_shapes] = {{"q", 2048, 2048},    {"k", 2048, 256},   {"v", 2048, 256},    {"o", 2048, 2048},
+                                    {"gate", 2048, 5632}, {"up", 2048, 5632}, {"down", 5632, 2048}};
+    std::mt19937 rng(3);
+    const std::vector<float> x = gaussian(5632, rng);
+    std::vector<float> y(5632);
+    thread_pool pool(o.threads);
+    std::printf(
+        "%d layers of TinyLlama's decode matrices, %d thread(s), repack %s; GB/s per CPU-second, best pass "
+        "of 3 per round, median over %d rounds\n\n",
+        n_layers, o.threads, o.repack ? "on" : "off", o.rounds);
+    std::printf("| type | MB | read GB/s | prefetch |");
+    for (const auto& s : shapes) std::printf(" %s |", s.name);
+    std::printf(" all |\n|---|---|---|---|");
+    for (int k = 0; k <= n_shapes; k++) std::printf("---|");
+    std::printf("\n");
+    for (const auto& fs : o.formats) {
+        const dtype t = parse_type(fs);
+        std::vector<std::vector<uint8_t>> data;
+        std::vector<std::unique_ptr<cpu::prepared_weight>> ws;
+        std::vector<int> kind;
+        std::vector<std::span<const uint8_t>> ranges;
+        uint64_t kind_bytes[n_shapes] = {}, total = 0;
+        for (int l = 0; l < n_layers; l++)
+            for (int k = 0; k < n_shapes; k++) {
+                const std::vector<float> wf = gaussian(size_t(shapes[k].n_in * shapes[k].n_out), rng);
+                data.push_back(encode(t, wf, shapes[k].n_out, shapes[k].n_in));
+                const cpu::weight_view v{t, data.back().data(), shapes[k].n_in, shapes[k].n_out,
+                                         size_t(row_bytes(t, uint64_t(shapes[k].n_in)))};
+                ws.push_back(cpu::prepare_weight(v, {.repack = o.repack}));
+                if (ws.back()->resident_bytes()) std::vector<uint8_t>().swap(data.back());
+                kind.push_back(k);
+                ranges.push_back(ws.back()->streamed());
+                kind_bytes[k] += ws.back()->streamed().size();
+                total += ws.back()->streamed().size();
+            }
+        const size_t nc = o.prefetch.size();
+        std::vector<std::vector<std::vector<double>>> gb(nc, std::vector<std::vector<double>>(n_shapes + 1));
+        std::vector<double> rd;
+        std::vector<std::vector<float>> y0(ws.size());
+        bool same = true;
+        for (int r = 0; r < o.rounds; r++) {
+            rd.push_back(measure_read_gbps(pool, ranges, 1));
+            for (size_t c = 0; c < nc; c++) {
+                cpu::set_decode_prefetch(o.prefetch[c]);
+                std::vector<double> bt(n_shapes + 1, 1e30);
+                for (int rep = 0; rep < 3; rep++) {
+                    std::vector<double> tt(n_shapes + 1, 0.0);
+                    const double a0 = thread_seconds();
+                    for (size_t i = 0; i < ws.size(); i++) {
+                        const double c0 = thread_seconds();
+                        cpu::matmul(*ws[i], x.data(), 1, y.data(), pool);
+                        tt[size_t(kind[i])] += thread_seconds() - c0;
+                        const size_t n = size_t(ws[i]->view().n_out);
+                        if (y0[i].empty())
+                            y0[i].assign(y.begin(), y.begin() + long(n));
+                        else
+                            same = same && std::equal(y0[i].begin(), y0[i].end(), y.begin());
+                    }
+                    tt[n_shapes] = thread_seconds() - a0;
+                    for (int k = 0; k <= n_shapes; k++) bt[size_t(k)] = std::min(bt[size_t(k)], tt[size_t(k)]);
+                }
+                for (int k = 0; k <= n_shapes; k++)
+                    gb[c][size_t(k)].push_back(double(k < n_shapes ? kind_bytes[k] : total) / bt[size_t(k)] / 1e9);
+            }
+        }
+        for (size_t c = 0; c < nc; c++) {
+            std::printf("| %s%s | %.0f | %.1f | %lld |", fs.c_str(), same ? "" : " RESULTS DIFFER", double(total) / 1e6,
+                        median(rd), static_cast<long long>(o.prefetch[c]));
+            for (int k = 0; k <= n_shapes; k++) std::printf(" %.1f |", median(gb[c][size_t(k)]));
+            std::printf("\n");
+        }
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+// Decode tok/s of tg tokens after an 8-token prompt, greedy; the generated tokens go to `out`.
+double decode_tps(const transformer& m, thread_pool& pool, int tg, std::vector<int32_t>& out) {
+    forward_context ctx(m, 1024, dtype::f16, pool);
+    std::vector<int32_t> prompt(8);
+    for (int i = 0; i < 8; i++) prompt[size_t(i)] = int32_t((uint64_t(i) * 7919 + 13) % m.config().n_vocab);
+    ctx.forward(prompt);
+    int32_t t = 1;
+    out.clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < tg; i++) {
+        auto l = ctx.forward(std::span<const int32_t>(&t, 1));
+        t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        out.push_back(t);
+    }
+    return tg / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int model_mode(const options& o, const std::vector<std::string>& paths) {
+    std::printf("decode tok/s (tg %d after an 8-token prompt), %d thread(s), repack %s; best / median of %d rounds\n\n",
+                o.tg, o.threads, o.repack ? "on" : "off", o.rounds);
+    print_header(o, "model");
+    thread_pool pool(o.threads);
+    for (const auto& path : paths) {
+        model_options mo;
+        mo.repack = o.repack;
+        const auto m = transformer::load(path, mo);
+        std::vector<int32_t> first, toks;
+        cpu::set_decode_prefetch(o.prefetch[0]);
+        decode_tps(*m, pool, 4, first);
+        std::vector<std::vector<double>> tps(o.prefetch.size());
+        bool same = true;
+        std::vector<int32_t> ref;
+        for (int r = 0; r < o.rounds; r++)
+            for (size_t c = 0; c < o.prefetch.size(); c++) {
+                cpu::set_decode_prefetch(o.prefetch[c]);
+                tps[c].push_back(decode_tps(*m, pool, o.tg, toks));
+                if (ref.empty()) ref = toks;
+                same = same && toks == ref;
+            }
+        const auto slash = path.find_last_of('/');
+        std::printf("| %s%s |", path.substr(slash == std::string::npos ? 0 : slash + 1).c_str(),
+                    same ? "" : " TOKENS DIFFER");
+        for (const auto& v : tps) std::printf(" %.2f / %.2f |", best(v), median(v));
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    std::vector<std::string> rest;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        const bool has = i + 1 < argc;
+        if (a == "--prefetch" && has) {
+            o.prefetch.clear();
+            for (const auto& s : split(argv[++i])) o.prefetch.push_back(std::atoll(s.c_str()));
+        } else if (a == "--formats" && has) {
+            o.formats = split(argv[++i]);
+        } else if (a == "--repack" && has) {
+            o.repack = std::atoi(argv[++i]) != 0;
+        } else if (a == "--threads" && has) {
+            o.threads = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--rounds" && has) {
+            o.rounds = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--tg" && has) {
+            o.tg = std::max(1, std::atoi(argv[++i]));
+        } else {
+            rest.push_back(a);
+        }
+    }
+    if (o.prefetch.empty()) o.prefetch = {0};
+    if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&
+        std::atoll(rest[1].c_str()) % 256 == 0)
+        return matrix_mode(o, std::atoll(rest[1].c_str()), std::atoll(rest[2].c_str()));
+    if (rest.size() == 2 && rest[0] == "layers" && std::atoi(rest[1].c_str()) > 0)
+        return layers_mode(o, std::atoi(rest[1].c_str()));
+    if (rest.size() >= 2 && rest[0] == "model") return model_mode(o, {rest.begin() + 1, rest.end()});
+    std::fprintf(stderr,
+                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--formats f16,q8_0,...] [--repack 0|1] "
+                 "[--threads N] [--rounds R] [--tg N]\n"
+                 "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
+    return 2;
+}
