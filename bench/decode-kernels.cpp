@@ -16,16 +16,11 @@
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
 #include "quant/quant.h"
+#include "thread-clock.h"
 
 using namespace memtile;
 
 namespace {
-
-double thread_seconds() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 struct result {
     double cpu_gbps = 0, wall_gbps = 0;

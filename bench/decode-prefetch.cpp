@@ -28,16 +28,11 @@
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
 #include "quant/quant.h"
+#include "thread-clock.h"
 
 using namespace memtile;
 
 namespace {
-
-double thread_seconds() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> v;
