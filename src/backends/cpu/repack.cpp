@@ -25,6 +25,14 @@ void put_nibbles(uint8_t* o, size_t first, size_t stride, int r, Level level) {
             }
 }
 
+// The 256 levels of a super-block, each computed once: the packers below read every level two or three
+// times (nibbles, high bits), and the per-element extraction (divisions, selects) dominated the load time.
+template <class Level>
+auto level_table(uint8_t (&lv)[k_qk], Level level) {
+    for (int e = 0; e < k_qk; e++) lv[e] = uint8_t(level(e));
+    return [&lv](int e) { return int(lv[e]); };
+}
+
 // Q4_K (high_bit false) and Q5_K (true): levels, 6-bit scales and mins, d and dmin.
 template <bool high_bit>
 void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
@@ -39,12 +47,13 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
             const block b = read_block<block>(rows[r], ib);
             // Elements 64c..64c+31 in the low nibbles of qs[32c..], 64c+32.. in the high nibbles; Q5_K: bit 4
             // of element 32s + l is bit s of qh[l].
-            const auto level = [&b](int e) {
+            uint8_t lv[k_qk];
+            const auto level = level_table(lv, [&b](int e) {
                 const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
                 int q = e % 64 < 32 ? byte & 15 : byte >> 4;
                 if constexpr (high_bit) q |= ((b.qh[e % 32] >> (e / 32)) & 1) << 4;
                 return q;
-            };
+            });
             put_nibbles(o, 160, high_bit ? 160 : 128, r, level);
             if constexpr (high_bit)
                 for (int s = 0; s < 8; s++)
@@ -75,11 +84,12 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
             if (!rows[r]) continue;
             const block_q6_k b = read_block<block_q6_k>(rows[r], ib);
             // Layout of quant-formats.h: half h, quarter u = (e % 128) / 32, l = e % 32.
-            const auto level = [&b](int e) {
+            uint8_t lv[k_qk];
+            const auto level = level_table(lv, [&b](int e) {
                 const int h = e / 128, u = (e % 128) / 32, l = e % 32;
                 const uint8_t byte = b.ql[64 * h + l + 32 * (u & 1)];
                 return (u < 2 ? byte & 15 : byte >> 4) | (((b.qh[32 * h + l] >> (2 * u)) & 3) << 4);
-            };
+            });
             put_nibbles(o, 160, 192, r, level);
             // Group g = 2v + i of chunk c (elements 32c + 8v + 4i + k): top 2 bits at bits 2(g % 4) of vector
             // g / 4 (which is also the 16-element sub-block 2c + g / 4).
