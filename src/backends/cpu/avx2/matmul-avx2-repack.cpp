@@ -283,28 +283,50 @@ void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
 
 constexpr size_t k_prefetch_min_group = 20 * 1024;
 
+// The kernel of format T for NT tokens per pass (NT <= k_x8_max_tokens held in registers).
+constexpr int k_x8_max_tokens = 4;
+template <dtype T, int NT>
+void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
+            int64_t pf) {
+    if constexpr (T == dtype::q4_k)
+        q45_k_x8<false, NT>(gp, a, tok, y, o0, n, pf);
+    else if constexpr (T == dtype::q5_k)
+        q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
+    else if constexpr (T == dtype::q6_k)
+        q6_k_x8<NT>(gp, a, tok, y, o0, n, pf);
+    else if constexpr (T == dtype::q8_0)
+        q8_0_x8<NT>(gp, a, tok, y, o0, n, pf);
+    else
+        q4_0_x8<NT>(gp, a, tok, y, o0, n, pf);
+}
+// Whether decode prefetches long-row groups: on for the K formats; off for Q8_0, whose decode measured 2-10 %
+// slower with it at every distance, and for Q4_0, not measured.
+constexpr bool x8_prefetches(dtype t) {
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+}
+
 // Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
-// over groups [g0, g1), group by group, the tokens in tiles of K::max_tokens while the group's bytes stay
+// over groups [g0, g1), group by group, the tokens in tiles of k_x8_max_tokens while the group's bytes stay
 // in L1/L2; a last partial tile runs a smaller instantiation (each token's result is the same either way).
-template <template <int> class K>
+template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
     // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN
     // down projection), whose activation lines the weight stream evicts from L1 between two groups; stops at
     // this call's last group.
-    const int64_t pf = K<1>::prefetch && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
+    const int64_t pf = x8_prefetches(T) && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
-        K<1>::run(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
+        run_x8<T, 1>(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
     }
 }
 
-template <template <int> class K>
+template <dtype T>
 void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
              int64_t n_out, int64_t g0, int64_t g1) {
-    constexpr int NT = K<1>::max_tokens;
+    constexpr int NT = k_x8_max_tokens;
     static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
@@ -318,69 +340,20 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 yt[j] = y + (t + j) * n_out;
             }
             if (n == NT)
-                K<NT>::run(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, NT>(gp, a, tok, yt, g * 8, n_out, 0);
             else if (n == 3)
-                K<3 < NT ? 3 : 1>::run(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, (3 < NT ? 3 : 1)>(gp, a, tok, yt, g * 8, n_out, 0);
             else if (n == 2)
-                K<2>::run(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 2>(gp, a, tok, yt, g * 8, n_out, 0);
             else
-                K<1>::run(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 1>(gp, a, tok, yt, g * 8, n_out, 0);
         }
     }
 }
 
-// Kernel policies: the template above with the number of tokens a pass holds in registers, and whether
-// decode prefetches long-row groups (on for the K formats; off for Q8_0, whose decode measured 2-10 % slower
-// with it at every distance, and for Q4_0, not measured).
-template <int NT>
-struct q4_k_k {
-    static constexpr int max_tokens = 4;
-    static constexpr bool prefetch = true;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-                    int64_t pf) {
-        q45_k_x8<false, NT>(gp, a, tok, y, o0, n, pf);
-    }
-};
-template <int NT>
-struct q5_k_k {
-    static constexpr int max_tokens = 4;
-    static constexpr bool prefetch = true;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-                    int64_t pf) {
-        q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
-    }
-};
-template <int NT>
-struct q6_k_k {
-    static constexpr int max_tokens = 4;
-    static constexpr bool prefetch = true;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-                    int64_t pf) {
-        q6_k_x8<NT>(gp, a, tok, y, o0, n, pf);
-    }
-};
-template <int NT>
-struct q8_0_k {
-    static constexpr int max_tokens = 4;
-    static constexpr bool prefetch = false;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-                    int64_t pf) {
-        q8_0_x8<NT>(gp, a, tok, y, o0, n, pf);
-    }
-};
-template <int NT>
-struct q4_0_k {
-    static constexpr int max_tokens = 4;
-    static constexpr bool prefetch = false;
-    static void run(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-                    int64_t pf) {
-        q4_0_x8<NT>(gp, a, tok, y, o0, n, pf);
-    }
-};
-
 const detail::repack_kernel_set k_avx2_repack = {
-    gemv_x8<q8_0_k>, gemv_x8<q4_0_k>, gemv_x8<q4_k_k>, gemv_x8<q5_k_k>, gemv_x8<q6_k_k>,
-    gemm_x8<q8_0_k>, gemm_x8<q4_0_k>, gemm_x8<q4_k_k>, gemm_x8<q5_k_k>, gemm_x8<q6_k_k>,
+    gemv_x8<dtype::q8_0>, gemv_x8<dtype::q4_0>, gemv_x8<dtype::q4_k>, gemv_x8<dtype::q5_k>, gemv_x8<dtype::q6_k>,
+    gemm_x8<dtype::q8_0>, gemm_x8<dtype::q4_0>, gemm_x8<dtype::q4_k>, gemm_x8<dtype::q5_k>, gemm_x8<dtype::q6_k>,
 };
 
 }  // namespace
