@@ -72,8 +72,12 @@ void launch_matvec_mma(const gpu_weight& w, int n_rows, const float* x, const in
                        const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s);
 // Weight units each warp of the mma kernels keeps in flight: 8 or 4 (A/B in benchmarks); 0: per format.
 // fragment_loads: Q8_0/Q4_0/F16/BF16 load weights in the MMA fragment layout instead of row-wise (A/B only);
-// q4_0_shuffles: row-wise Q4_0 forms its fragments by quad shuffles instead of ldmatrix (A/B only).
-void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles);
+// q4_0_shuffles: row-wise Q4_0 forms its fragments by quad shuffles instead of ldmatrix (A/B only);
+// previous: Q4_K/Q8_0/Q4_0 run the register-staged kernels instead of the cp.async pipelined ones (A/B only);
+// pipe_variant (A/B only): 1 = the pipelined kernels' other stage/occupancy choice (Q8_0 2 stages, Q4_0 4 stages for
+// up to 8 sequences and 2 for more, Q4_K up to 8 sequences with 3 blocks per SM instead of 2), 2 = their alternative
+// arithmetic (ALT in matvec-mma.cu). units or fragment_loads select the register-staged kernels too.
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles, bool previous = false, int pipe_variant = 0);
 constexpr int k_max_batch = 16;
 
 }  // namespace memtile::cuda

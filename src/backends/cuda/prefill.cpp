@@ -59,7 +59,7 @@ constexpr int k_max_prefill = 1024;  // tokens per pass (longer prompts: several
 
 void set_prefill_options(const prefill_options& o) {
     g_options = o;
-    set_mma_unroll(o.mma_unroll, o.mma_fragment_loads, o.mma_q4_0_shuffles);
+    set_mma_unroll(o.mma_unroll, o.mma_fragment_loads, o.mma_q4_0_shuffles, o.mma_previous, o.mma_pipe_variant);
 }
 prefill_options get_prefill_options() {
     return g_options;
