@@ -17,6 +17,8 @@
 // lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda.md); Q8_0, Q4_0, F16 and
 // BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
 // (Q8_0), ldmatrix from shared memory (Q4_0) or not at all (F16/BF16: no scales, any shared k order).
+// Q4_K, Q8_0 and Q4_0 rows of whole units run the pipelined kernels (matvec_mma_pipe_kernel: cp.async into a
+// per-warp ring in shared memory, ldmatrix); the register-staged kernel stays for other widths and as A/B option.
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
