@@ -77,10 +77,16 @@ void check_batch_products() {
         std::string where;
         const bool k_quant = t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
         try {
-            // Q4_0: both row-wise kernels (ldmatrix, and quad shuffles: an A/B option of the batch benchmark).
-            for (int v = 0; v < (t == dtype::q4_0 ? 2 : 1); v++) {
+            // Q4_K/Q8_0/Q4_0: the pipelined kernels (default), the register-staged ones and the pipelined kernels'
+            // other variants (A/B options of the batch benchmark), Q4_0's quad-shuffle kernel.
+            const bool piped = t == dtype::q4_k || t == dtype::q8_0 || t == dtype::q4_0;
+            const int n_variants = t == dtype::q4_0 ? 5 : piped ? 4 : 1;
+            const char* names[] = {"", " register-staged", " other stages", " alt arithmetic", " shuffles"};
+            for (int v = 0; v < n_variants; v++) {
                 cuda::prefill_options o;
-                o.mma_q4_0_shuffles = v == 1;
+                o.mma_previous = v == 1;
+                o.mma_pipe_variant = v == 2 ? 1 : v == 3 ? 2 : 0;
+                o.mma_q4_0_shuffles = v == 4;
                 cuda::set_prefill_options(o);
                 for (const auto& sh : shapes) {
                     if (sh[0] == 352 && k_quant) continue;
@@ -89,7 +95,7 @@ void check_batch_products() {
                         const double e = cuda::check_batch_products(t, n_in, sh[1], nb, uint64_t(nb) * 7 + 1);
                         if (e >= worst) {
                             worst = e;
-                            where = fmt::format("{}x{} B={}{}", sh[1], n_in, nb, v ? " shuffles" : "");
+                            where = fmt::format("{}x{} B={}{}", sh[1], n_in, nb, names[v]);
                         }
                     }
                 }
@@ -509,20 +515,18 @@ void bench_batch_decode(const std::string& only) {
             auto d = cuda::decoder::random(preset.config, ft, 512, 11);
             const double single = 128 / d->bench_decode(128, 16, 1);
             fmt::print("  {:<7} single-sequence graph {:.1f} tok/s\n", file_type_name(ft), single);
-            // Default, 8 units in flight, the fragment-layout weight loads of the previous kernels (before), and
-            // for Q4_0 the quad-shuffle kernel (the first row-wise one).
-            for (int variant : {0, 8, -1, -2}) {
-                if (variant == -2 && ft != file_type::q4_0) continue;
+            // Default (Q4_K/Q8_0/Q4_0: the pipelined kernels), the register-staged kernels before them, the pipelined
+            // kernels' other stage/occupancy choice and their alternative arithmetic (F16/BF16: the default only).
+            const bool piped = ft == file_type::q8_0 || ft == file_type::q4_0 || ft == file_type::q4_k_m;
+            const char* names[] = {"default", "register-staged", "other stages", "alt arithmetic"};
+            for (int variant : {0, 1, 2, 3, 0}) {
+                if (variant > 0 && !piped) continue;
                 cuda::prefill_options o;
-                o.mma_unroll = variant == 8 ? 8 : 0;
-                o.mma_fragment_loads = variant == -1;
-                o.mma_q4_0_shuffles = variant == -2;
+                o.mma_previous = variant == 1;
+                o.mma_pipe_variant = variant >= 2 ? variant - 1 : 0;
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
-                fmt::print("          {}:", variant == -2   ? std::string("quad shuffles")
-                                            : variant == -1 ? std::string("fragment loads")
-                                            : variant > 0   ? "unroll " + std::to_string(variant)
-                                                            : std::string("default"));
+                fmt::print("          {}:", names[variant]);
                 for (int b : {1, 2, 4, 8, 16}) {
                     const double bs = batch->bench(b, 64, 8, 1);
                     fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);
@@ -839,8 +843,8 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (profile_batch) {
-        // Two batched steps of 8 sequences, llama3-8b shapes, Q4_K_M then Q4_0 (for ncu: the mma kernels).
-        for (file_type ft : {file_type::q4_k_m, file_type::q4_0}) {
+        // Two batched steps of 8 sequences, llama3-8b shapes, Q4_K_M, Q4_0, Q8_0 (for ncu / nsys: the mma kernels).
+        for (file_type ft : {file_type::q4_k_m, file_type::q4_0, file_type::q8_0}) {
             if (!only.empty() && only != file_type_name(ft)) continue;
             auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, 64, 11);
             d->make_batch(8, 64)->bench(8, 2, 0, 1);

@@ -105,6 +105,8 @@ struct prefill_options {
     int mma_unroll = 0;                     // weight units in flight per warp of the MMA kernels: 8, 4, 0 = per format
     bool mma_fragment_loads = false;        // Q8_0/Q4_0/F16/BF16 weights loaded in the fragment layout (A/B)
     bool mma_q4_0_shuffles = false;         // Q4_0: quad shuffles instead of ldmatrix (the first row-wise kernel; A/B)
+    bool mma_previous = false;  // Q4_K/Q8_0/Q4_0: register-staged kernels instead of the cp.async pipeline (A/B)
+    int mma_pipe_variant = 0;   // pipelined kernels, A/B only: 1 other stages/occupancy, 2 alternative arithmetic
 };
 void set_prefill_options(const prefill_options& o);
 prefill_options get_prefill_options();

@@ -17,6 +17,8 @@
 // lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda.md); Q8_0, Q4_0, F16 and
 // BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
 // (Q8_0), ldmatrix from shared memory (Q4_0) or not at all (F16/BF16: no scales, any shared k order).
+// Q4_K, Q8_0 and Q4_0 rows of whole units run the pipelined kernels (matvec_mma_pipe_kernel: cp.async into a
+// per-warp ring in shared memory, ldmatrix); the register-staged kernel stays for other widths and as A/B option.
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device-common.cuh"
@@ -33,9 +35,18 @@ constexpr int k_warps = 8;
 int g_unroll = 0;               // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
 bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layout (before), for A/B only
 bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
+bool g_previous = false;        // Q4_K/Q8_0/Q4_0: the register-staged kernels instead of the pipelined ones (A/B)
+int g_pipe_variant = 0;         // pipelined kernels: 1 the other stage/occupancy choice, 2 the ALT arithmetic (A/B)
 
 __device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+// The same with unsigned A (4-bit quants: low nibbles 0..15, high nibbles in place, 16 q).
+__device__ __forceinline__ void mma_u8s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%10,%11,%12,%13};\n"
         : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
@@ -78,6 +89,14 @@ __device__ __forceinline__ float int_to_float_exact(int c) {
 template <bool Exact>
 __device__ __forceinline__ float to_float(int c) {
     return Exact ? int_to_float_exact(c) : float(c);
+}
+// float(byte I of v): by a byte permute into 2^23's mantissa (Exact) or by I2F.
+template <bool Exact, int I>
+__device__ __forceinline__ float byte_to_float(uint32_t v) {
+    if constexpr (Exact)
+        return byte_float<I>(v);
+    else
+        return float((v >> (8 * I)) & 0xffu);
 }
 
 // Four 8x8 b16 matrices from shared memory (row addresses from lanes 8m..8m+7 for matrix m): o[m] = row
@@ -603,6 +622,337 @@ __global__ void __launch_bounds__(32 * k_warps)
     }
 }
 
+// Pipelined kernels (Q4_K, Q8_0, Q4_0): each warp streams its units (16 rows x QB quant bytes plus their row scales)
+// through a ring of S stages in shared memory with cp.async, 16 contiguous bytes of a row per lane (XOR-swizzled
+// 16-byte slots), and forms the A fragments with ldmatrix. The previous kernels above held each warp's units in
+// registers (loaded KU at a time, then all multiplied: no loads in flight while a warp multiplies), which took
+// 128 registers for Q4_K (2 blocks per SM). Units per warp, arithmetic and summation order are those of the
+// previous kernels, so the products are bit-equal to theirs. The first S - 1 units are copied before
+// griddep_wait (weights only), while the previous kernel finishes.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
+                 : "memory");
+}
+template <int N>  // 4 or 8 bytes
+__device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src),
+                 "n"(N)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// A unit per format: Q4_K a super-block (128 quant bytes per row; scales: 16 bytes of scale/min words + the
+// d/dmin word), Q8_0 2 groups (64 bytes; 2 f16 scales), Q4_0 4 groups (64 bytes; 4 f16 scales), as the previous
+// kernels' units. Stage: [16 rows][QB] quants, then [16 rows][side] scales (Q4_K: [16][16] words, [16] d/dmin).
+template <dtype T>
+struct pipe_unit {
+    static constexpr int qb = T == dtype::q4_k ? 128 : 64;
+    static constexpr int side = T == dtype::q4_k ? 20 : T == dtype::q4_0 ? 8 : 4;
+    static constexpr int elems = T == dtype::q4_k ? 256 : T == dtype::q4_0 ? 128 : 64;
+    static constexpr int stage_bytes = 16 * (qb + side);
+};
+// Byte offset of 16-byte chunk c of row r in a stage: 8 rows of one chunk (an ldmatrix matrix) hit distinct banks.
+template <int QB>
+__device__ __forceinline__ int pipe_slot(int r, int c) {
+    return r * QB + 16 * (QB == 128 ? c ^ (r & 7) : c ^ ((r >> 1) & 3));
+}
+
+// MB: minimum blocks per SM (a register cap): 8 sequences Q4_K 2 (variant: 3, 80 registers), Q8_0 / Q4_0 4
+// (56-64 registers); 16 sequences 2. ALT (A/B only): Q8_0 / Q4_0 convert the integer dots to float by an exact add
+// (1.5 * 2^23 + c) instead of I2F; Q4_K scales each group's dot in f32 (the register-staged kernel's arithmetic,
+// conversions by exact adds) instead of summing the 8 sub-blocks' scaled dots of a super-block in integers.
+template <dtype T, int NT, int S, int MB, bool ALT>
+__global__ void __launch_bounds__(32 * k_warps, MB)
+    matvec_mma_pipe_kernel(gpu_weight w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
+                           int64_t y_stride, int accumulate) {
+    using U = pipe_unit<T>;
+    constexpr bool EXACT = ALT;
+    constexpr int QB = U::qb, CPR = QB / 16, CR = 16 * QB / 512;  // chunks per row, copies per lane and unit
+    __shared__ __align__(16) uint8_t ring[k_warps][S][U::stage_bytes];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t row0 = int64_t(blockIdx.x) * 16;
+    const int n_in = int(w.n_in), n_u = n_in / U::elems;
+    const int n_mine = warp < n_u ? (n_u - 1 - warp) / k_warps + 1 : 0;  // units warp, warp + 8, ...
+    // Copy roles: chunk lane % CPR of rows lane / CPR + (32 / CPR) i; the scales of row lane % 16.
+    const uint8_t* src[CR];
+    int dst[CR];
+#pragma unroll
+    for (int i = 0; i < CR; i++) {
+        const int r = lane / CPR + (32 / CPR) * i;
+        src[i] = w.q + min(row0 + r, w.n_out - 1) * w.q_row_bytes + 16 * (lane % CPR);
+        dst[i] = pipe_slot<QB>(r, lane % CPR);
+    }
+    const int sr = lane & 15;
+    const int64_t srow = min(row0 + sr, w.n_out - 1);
+    const uint32_t* side4k = T == dtype::q4_k ? q4k_side_of(w.d, srow, n_u) : nullptr;
+    const uint16_t* side16 = T == dtype::q4_k ? nullptr : w.d + srow * (n_in / 32);
+    auto issue = [&](int k) {
+        if (k < n_mine) {
+            const int u = warp + k * k_warps;
+            uint8_t* st = ring[warp][k % S];
+#pragma unroll
+            for (int i = 0; i < CR; i++) cp_async16(st + dst[i], src[i] + int64_t(u) * QB);
+            uint8_t* ss = st + 16 * QB;
+            if constexpr (T == dtype::q4_k) {
+                if (lane < 16)
+                    cp_async16(ss + 16 * sr, side4k + q4k_sm_word(u));
+                else
+                    cp_async_small<4>(ss + 256 + 4 * sr, side4k + q4k_dm_word(u));
+            } else if (lane < 16) {
+                cp_async_small<U::side>(ss + U::side * sr, side16 + (U::side / 2) * u);
+            }
+        }
+        cp_async_commit();  // empty groups too: the wait below counts groups
+    };
+#pragma unroll
+    for (int k = 0; k < S - 1; k++) issue(k);
+
+    int seq[NT], cs[NT][2];
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        seq[nt] = min(nt * 8 + g, nb - 1);
+        cs[nt][0] = min(nt * 8 + 2 * t, nb - 1);
+        cs[nt][1] = min(nt * 8 + 2 * t + 1, nb - 1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
+    }
+    griddep_wait();
+    griddep_launch();
+
+    // Group grp's integer dots of both rows and this lane's two columns, as the previous kernels' apply().
+    auto apply = [&](int nt, const int(&c)[4], float sA, float sB, int grp) {
+        const float d0 = xd[grp * nb + cs[nt][0]], d1 = xd[grp * nb + cs[nt][1]];
+        acc[nt][0] += sA * d0 * to_float<EXACT>(c[0]);
+        acc[nt][1] += sA * d1 * to_float<EXACT>(c[1]);
+        acc[nt][2] += sB * d0 * to_float<EXACT>(c[2]);
+        acc[nt][3] += sB * d1 * to_float<EXACT>(c[3]);
+    };
+    // ldmatrix rows: lanes 8m..8m+7 address matrix m = rows (m & 1) * 8 + 0..7 of chunk base + m / 2, so
+    // o[0] / o[1] = rows g / g + 8, bytes 4t.. of the first chunk, o[2] / o[3] the same of the second.
+    const int lm = lane >> 3, lr = (lane & 7) + 8 * (lm & 1);
+    for (int k = 0; k < n_mine; k++) {
+        issue(k + S - 1);
+        cp_async_wait<S - 1>();
+        __syncwarp();
+        const int u = warp + k * k_warps;
+        const uint8_t* sq = ring[warp][k % S];
+        const uint8_t* ss = sq + 16 * QB;
+        if constexpr (T == dtype::q4_k && !ALT) {
+            // One activation scale per super-block (K-format activations are quantized with q_block 256), so
+            // sum_j sc_j dot_j over its 8 sub-blocks is summed in integers (the high nibbles' dots come 16x from
+            // the in-place nibbles, so the low ones' scales are taken 16x: |sum| < 2^29) and converted once; the
+            // mins' terms sum_j mn_j xs_j in f32. Scale/min words: bytes sc 2c, sc 2c + 1, mn 2c, mn 2c + 1.
+            const int4 hA = *reinterpret_cast<const int4*>(ss + 16 * g);
+            const int4 hB = *reinterpret_cast<const int4*>(ss + 16 * (g + 8));
+            int is[NT][4];
+            float ms[NT][4];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    is[nt][i] = 0;
+                    ms[nt][i] = 0;
+                }
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int o[4];
+                ldmatrix_x4(sq + pipe_slot<QB>(lr, 2 * c + (lm >> 1)), o);
+                const int lo[4] = {o[0] & 0x0f0f0f0f, o[1] & 0x0f0f0f0f, o[2] & 0x0f0f0f0f, o[3] & 0x0f0f0f0f};
+                const int hi[4] = {int(o[0] & 0xf0f0f0f0u), int(o[1] & 0xf0f0f0f0u), int(o[2] & 0xf0f0f0f0u),
+                                   int(o[3] & 0xf0f0f0f0u)};
+                const uint32_t va = uint32_t(word(hA, c)), vb = uint32_t(word(hB, c));
+                const int sA0 = int((va & 0xffu) << 4), sA1 = int((va >> 8) & 0xffu);
+                const int sB0 = int((vb & 0xffu) << 4), sB1 = int((vb >> 8) & 0xffu);
+                const float mA0 = byte_float<2>(va), mA1 = byte_float<3>(va);
+                const float mB0 = byte_float<2>(vb), mB1 = byte_float<3>(vb);
+                const int grp = u * 8 + 2 * c;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t;
+                    const int* xl = reinterpret_cast<const int*>(xa);
+                    const int* xh = reinterpret_cast<const int*>(xa + 32 * nb);
+                    int cl[4], ch[4];
+                    mma_u8s8_k32(lo, __ldg(xl), __ldg(xl + 4), cl);
+                    mma_u8s8_k32(hi, __ldg(xh), __ldg(xh + 4), ch);
+                    is[nt][0] += sA0 * cl[0] + sA1 * ch[0];
+                    is[nt][1] += sA0 * cl[1] + sA1 * ch[1];
+                    is[nt][2] += sB0 * cl[2] + sB1 * ch[2];
+                    is[nt][3] += sB0 * cl[3] + sB1 * ch[3];
+                    const float* m_lo = xs + grp * nb;
+                    const float2 m0 = {m_lo[cs[nt][0]], m_lo[nb + cs[nt][0]]};
+                    const float2 m1 = {m_lo[cs[nt][1]], m_lo[nb + cs[nt][1]]};
+                    ms[nt][0] += mA0 * m0.x + mA1 * m0.y;
+                    ms[nt][1] += mA0 * m1.x + mA1 * m1.y;
+                    ms[nt][2] += mB0 * m0.x + mB1 * m0.y;
+                    ms[nt][3] += mB0 * m1.x + mB1 * m1.y;
+                }
+            }
+            const uint32_t dmA = *reinterpret_cast<const uint32_t*>(ss + 256 + 4 * g);
+            const uint32_t dmB = *reinterpret_cast<const uint32_t*>(ss + 256 + 4 * (g + 8));
+            const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&dmA));  // d, dmin
+            const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&dmB));
+            const float dA = ddA.x * 0.0625f, dB = ddB.x * 0.0625f;  // the 16x of the integer sums
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const float x0 = xd[u * 8 * nb + cs[nt][0]], x1 = xd[u * 8 * nb + cs[nt][1]];
+                acc[nt][0] += dA * x0 * float(is[nt][0]) - ddA.y * ms[nt][0];
+                acc[nt][1] += dA * x1 * float(is[nt][1]) - ddA.y * ms[nt][1];
+                acc[nt][2] += dB * x0 * float(is[nt][2]) - ddB.y * ms[nt][2];
+                acc[nt][3] += dB * x1 * float(is[nt][3]) - ddB.y * ms[nt][3];
+            }
+        } else if constexpr (T == dtype::q4_k) {
+            const int4 hA = *reinterpret_cast<const int4*>(ss + 16 * g);
+            const int4 hB = *reinterpret_cast<const int4*>(ss + 16 * (g + 8));
+            const uint32_t dmA = *reinterpret_cast<const uint32_t*>(ss + 256 + 4 * g);
+            const uint32_t dmB = *reinterpret_cast<const uint32_t*>(ss + 256 + 4 * (g + 8));
+            const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&dmA));  // d, dmin
+            const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&dmB));
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                // Unit c: bytes 32c..32c+31 of the rows; low nibbles = sub-block 2c, high = 2c + 1, element = byte.
+                int o[4];
+                ldmatrix_x4(sq + pipe_slot<QB>(lr, 2 * c + (lm >> 1)), o);
+                const int lo[4] = {o[0] & 0x0f0f0f0f, o[1] & 0x0f0f0f0f, o[2] & 0x0f0f0f0f, o[3] & 0x0f0f0f0f};
+                const int hi[4] = {(o[0] >> 4) & 0x0f0f0f0f, (o[1] >> 4) & 0x0f0f0f0f, (o[2] >> 4) & 0x0f0f0f0f,
+                                   (o[3] >> 4) & 0x0f0f0f0f};
+                const uint32_t va = uint32_t(word(hA, c)), vb = uint32_t(word(hB, c));
+                const float sA0 = ddA.x * byte_to_float<EXACT, 0>(va), sA1 = ddA.x * byte_to_float<EXACT, 1>(va);
+                const float mA0 = ddA.y * byte_to_float<EXACT, 2>(va), mA1 = ddA.y * byte_to_float<EXACT, 3>(va);
+                const float sB0 = ddB.x * byte_to_float<EXACT, 0>(vb), sB1 = ddB.x * byte_to_float<EXACT, 1>(vb);
+                const float mB0 = ddB.y * byte_to_float<EXACT, 2>(vb), mB1 = ddB.y * byte_to_float<EXACT, 3>(vb);
+                const int grp = u * 8 + 2 * c;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t;
+                    const int* xl = reinterpret_cast<const int*>(xa);
+                    const int* xh = reinterpret_cast<const int*>(xa + 32 * nb);
+                    int cl[4], ch[4];
+                    mma_s8_k32(lo, __ldg(xl), __ldg(xl + 4), cl);
+                    mma_s8_k32(hi, __ldg(xh), __ldg(xh + 4), ch);
+                    const float* d_lo = xd + grp * nb;
+                    const float* m_lo = xs + grp * nb;
+                    const float2 d0 = {d_lo[cs[nt][0]], d_lo[nb + cs[nt][0]]};
+                    const float2 d1 = {d_lo[cs[nt][1]], d_lo[nb + cs[nt][1]]};
+                    const float2 m0 = {m_lo[cs[nt][0]], m_lo[nb + cs[nt][0]]};
+                    const float2 m1 = {m_lo[cs[nt][1]], m_lo[nb + cs[nt][1]]};
+                    float fl[4], fh[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        fl[i] = to_float<EXACT>(cl[i]);
+                        fh[i] = to_float<EXACT>(ch[i]);
+                    }
+                    acc[nt][0] += sA0 * d0.x * fl[0] + sA1 * d0.y * fh[0] - (mA0 * m0.x + mA1 * m0.y);
+                    acc[nt][1] += sA0 * d1.x * fl[1] + sA1 * d1.y * fh[1] - (mA0 * m1.x + mA1 * m1.y);
+                    acc[nt][2] += sB0 * d0.x * fl[2] + sB1 * d0.y * fh[2] - (mB0 * m0.x + mB1 * m0.y);
+                    acc[nt][3] += sB0 * d1.x * fl[3] + sB1 * d1.y * fh[3] - (mB0 * m1.x + mB1 * m1.y);
+                }
+            }
+        } else if constexpr (T == dtype::q8_0) {
+            const uint32_t da = *reinterpret_cast<const uint32_t*>(ss + 4 * g);
+            const uint32_t db = *reinterpret_cast<const uint32_t*>(ss + 4 * (g + 8));
+#pragma unroll
+            for (int j = 0; j < 2; j++) {  // group 2u + j: chunks 2j, 2j + 1 (bytes 0-15, 16-31)
+                int a[4];
+                ldmatrix_x4(sq + pipe_slot<QB>(lr, 2 * j + (lm >> 1)), a);
+                const int grp = 2 * u + j;
+                const float sA = h2f(uint16_t(da >> (16 * j))), sB = h2f(uint16_t(db >> (16 * j)));
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int* xa = reinterpret_cast<const int*>(xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t);
+                    int c[4];
+                    mma_s8_k32(a, __ldg(xa), __ldg(xa + 4), c);
+                    apply(nt, c, sA, sB, grp);
+                }
+            }
+        } else {  // Q4_0: group 4u + j is chunk j (elements 0-15 low nibbles, 16-31 high), offset to signed
+            const uint2 da = *reinterpret_cast<const uint2*>(ss + 8 * g);
+            const uint2 db = *reinterpret_cast<const uint2*>(ss + 8 * (g + 8));
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                int o[4];
+                ldmatrix_x4(sq + pipe_slot<QB>(lr, 2 * jj + (lm >> 1)), o);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int j = 2 * jj + h, grp = 4 * u + j;
+                    const uint32_t oa = uint32_t(o[2 * h]), ob = uint32_t(o[2 * h + 1]);
+                    const int a[4] = {int(__vsub4(oa & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4(ob & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4((oa >> 4) & 0x0f0f0f0fu, 0x08080808u)),
+                                      int(__vsub4((ob >> 4) & 0x0f0f0f0fu, 0x08080808u))};
+                    const uint32_t wda = j < 2 ? da.x : da.y, wdb = j < 2 ? db.x : db.y;
+                    const float sA = h2f(uint16_t(wda >> (16 * h))), sB = h2f(uint16_t(wdb >> (16 * h)));
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int* xa = reinterpret_cast<const int*>(xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t);
+                        int c[4];
+                        mma_s8_k32(a, __ldg(xa), __ldg(xa + 4), c);
+                        apply(nt, c, sA, sB, grp);
+                    }
+                }
+            }
+        }
+        __syncwarp();  // every lane's ldmatrix of this stage is done before a later issue() refills it
+    }
+
+    // Sum the warps' partial tiles: red[warp][lane][NT * 4] (the previous kernels' order).
+    __shared__ float red[k_warps][32][NT * 4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
+        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
+        float v = 0;
+#pragma unroll
+        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
+        const int gg = ln >> 2, tt = ln & 3;
+        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
+        const int col = nt * 8 + 2 * tt + (i & 1);
+        if (row < w.n_out && col < nb) {
+            float* yp = y + int64_t(col) * y_stride + row;
+            *yp = accumulate ? *yp + v : v;
+        }
+    }
+}
+
+template <dtype T, int NT, int S, int MB, bool ALT>
+void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
+                 int64_t y_stride, bool accumulate, cudaStream_t s) {
+    const unsigned blocks = unsigned((w.n_out + 15) / 16);
+    detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y, y_stride,
+                   accumulate ? 1 : 0);
+}
+
+// Stages per warp and minimum blocks per SM (measured, docs/cuda.md), with the other choice as variant 1:
+// Q4_K 2 super-blocks (37 KB of shared memory per block), 2 blocks (no register cap) for up to 8 sequences
+// (variant 1: 3); Q8_0 4 units (35 KB; variant 1: 2); Q4_0 2 units for up to 8 sequences, 4 for more (variant 1:
+// the opposite).
+template <dtype T, int NT, bool ALT>
+void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
+                    int64_t y_stride, bool accumulate, cudaStream_t s, bool other) {
+    if constexpr (T == dtype::q4_k) {
+        if (NT == 1 && other)
+            launch_pipe<T, 1, 2, 3, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_pipe<T, NT, 2, 2, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+    } else {
+        constexpr int MB = NT == 1 ? 4 : 2;
+        const bool four = T == dtype::q8_0 ? !other : (NT == 1) == other;
+        if (four)
+            launch_pipe<T, NT, 4, MB, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else
+            launch_pipe<T, NT, 2, MB, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+    }
+}
+
 template <dtype T, int NT, int KU, bool RW, bool LDSM>
 void launch_shape(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
@@ -631,6 +981,23 @@ void launch_units(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
 template <dtype T>
 void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
                   float* y, int64_t y_stride, bool accumulate, cudaStream_t s) {
+    if constexpr (T == dtype::q4_k || T == dtype::q8_0 || T == dtype::q4_0) {
+        if (!g_previous && !g_fragment_loads && !g_q4_0_shuffles && g_unroll == 0 &&
+            w.n_in % pipe_unit<T>::elems == 0) {
+            const bool other = g_pipe_variant == 1;
+            if (g_pipe_variant == 2) {  // the alternative arithmetic (A/B)
+                if (nb <= 8)
+                    launch_pipe_nt<T, 1, true>(w, nb, xq, xd, xs, y, y_stride, accumulate, s, false);
+                else
+                    launch_pipe_nt<T, 2, true>(w, nb, xq, xd, xs, y, y_stride, accumulate, s, false);
+            } else if (nb <= 8) {
+                launch_pipe_nt<T, 1, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s, other);
+            } else {
+                launch_pipe_nt<T, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s, other);
+            }
+            return;
+        }
+    }
     if constexpr (T == dtype::q8_0 || T == dtype::q4_0 || T == dtype::f16 || T == dtype::bf16) {
         // Row-wise loads need whole 64-byte units per row: Q4_0 128, Q8_0 64, F16/BF16 32 elements. Units in
         // flight: Q4_0 2 (8 groups; 4 needs 222 registers for 16 sequences) or 4 with unroll 8; others 4 or 8.
@@ -657,10 +1024,12 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
 
 }  // namespace
 
-void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles) {
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles, bool previous, int pipe_variant) {
     g_unroll = units == 4 || units == 8 ? units : 0;
     g_fragment_loads = fragment_loads;
     g_q4_0_shuffles = q4_0_shuffles;
+    g_previous = previous;
+    g_pipe_variant = pipe_variant;
 }
 
 bool matvec_mma_supported(const gpu_weight& w) {

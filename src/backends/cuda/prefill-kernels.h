@@ -30,9 +30,11 @@ void launch_rope_kv_rows(float* qkv, int n_rows, const float* bias, const rope_p
                          uint16_t* v_cache, uint16_t* q_h, cudaStream_t s);
 // Per row of gu [n_rows, 2 n_ff] (gate then up): silu(gate) * up as f16 [n_rows, n_ff].
 void launch_swiglu_rows(const float* gu, int n_rows, int64_t n_ff, uint16_t* out_h, cudaStream_t s);
-// token[b] = argmax of logits row b ([n_rows, n]; ties: lowest id); then pos[slots[b]] += 1.
+// token[b] = argmax of logits row b ([n_rows, n]; ties: lowest id); then pos[slots[b]] += 1. scratch: device
+// memory of k_argmax_scratch words (partial results of 16 slices per row).
+constexpr int k_argmax_scratch = 2 * 16 * 16;
 void launch_argmax_rows(const float* logits, int n_rows, int n, int32_t* token, int32_t* pos, const int32_t* slots,
-                        cudaStream_t s);
+                        float* scratch, cudaStream_t s);
 
 // Causal attention of one sequence's n_tok queries (q_h [n_tok rounded up to 64, n_head * head_dim] f16, rows
 // past n_tok readable) at positions pos0.. over the f16 caches (rows 0..pos0 + n_tok - 1 written), GQA.
@@ -72,8 +74,12 @@ void launch_matvec_mma(const gpu_weight& w, int n_rows, const float* x, const in
                        const float* xs, float* y, int64_t y_stride, bool accumulate, cudaStream_t s);
 // Weight units each warp of the mma kernels keeps in flight: 8 or 4 (A/B in benchmarks); 0: per format.
 // fragment_loads: Q8_0/Q4_0/F16/BF16 load weights in the MMA fragment layout instead of row-wise (A/B only);
-// q4_0_shuffles: row-wise Q4_0 forms its fragments by quad shuffles instead of ldmatrix (A/B only).
-void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles);
+// q4_0_shuffles: row-wise Q4_0 forms its fragments by quad shuffles instead of ldmatrix (A/B only);
+// previous: Q4_K/Q8_0/Q4_0 run the register-staged kernels instead of the cp.async pipelined ones (A/B only);
+// pipe_variant (A/B only): 1 = the pipelined kernels' other stage/occupancy choice (Q8_0 2 stages, Q4_0 4 stages for
+// up to 8 sequences and 2 for more, Q4_K up to 8 sequences with 3 blocks per SM instead of 2), 2 = their alternative
+// arithmetic (ALT in matvec-mma.cu). units or fragment_loads select the register-staged kernels too.
+void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles, bool previous = false, int pipe_variant = 0);
 constexpr int k_max_batch = 16;
 
 }  // namespace memtile::cuda

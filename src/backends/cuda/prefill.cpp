@@ -59,7 +59,7 @@ constexpr int k_max_prefill = 1024;  // tokens per pass (longer prompts: several
 
 void set_prefill_options(const prefill_options& o) {
     g_options = o;
-    set_mma_unroll(o.mma_unroll, o.mma_fragment_loads, o.mma_q4_0_shuffles);
+    set_mma_unroll(o.mma_unroll, o.mma_fragment_loads, o.mma_q4_0_shuffles, o.mma_previous, o.mma_pipe_variant);
 }
 prefill_options get_prefill_options() {
     return g_options;
@@ -228,6 +228,7 @@ public:
         xd_ = arena_.get_n<float>(B * size_t(widest / 32 + 1));
         xs_ = arena_.get_n<float>(B * size_t(widest / 32 + 1));
         logits_ = arena_.get_n<float>(B * size_t(V));
+        argmax_scratch_ = arena_.get_n<float>(size_t(k_argmax_scratch));
         n_split_ = int(std::clamp<uint32_t>(n_ctx / 128, 1, 32));
         partial_ = arena_.get_n<float>(B * c.n_head * size_t(n_split_) * (c.head_dim + 2));
         layer_kv_ = int64_t(n_ctx) * KV;
@@ -457,7 +458,7 @@ private:
         launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}), xq_,
                               xd_, xs_, s);
         launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
-        launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, s);
+        launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, argmax_scratch_, s);
     }
 
     model_view m_;
@@ -470,6 +471,7 @@ private:
     std::map<int, cudaGraphExec_t> graphs_;
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
+    float* argmax_scratch_ = nullptr;  // [k_argmax_scratch] launch_argmax_rows' partial results
     int8_t* xq_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int64_t layer_kv_ = 0, slot_stride_ = 0;
