@@ -25,7 +25,12 @@ namespace memtile::cuda {
 //                 and its d/dmin word lies in the same 128-byte line or the next.
 //   Q8_0:         q = [n_out][n_in] int8 quants; d = [n_out][n_in / 32] f16 scales.
 //   Q4_0:         q = [n_out][n_in / 32][16] GGUF nibble bytes; d = [n_out][n_in / 32] f16 scales.
-//   Q6_K:         q = [n_out][n_in / 256][208] (ql 128 | qh 64 | scales 16); d = [n_out][n_in / 256] f16.
+//   Q6_K:         q = [n_out][n_in / 256][208] (quants 192 | int8 scales 16); d = [n_out][n_in / 256] f16. The
+//                 quants hold the signed values v = q - 32 (6 bits) of the super-block's two halves hh (128
+//                 elements, 96 bytes each); a half holds 4 chunks of 24 bytes, chunk t for elements 16s + 4t + i
+//                 (s < 8: sub-block of the half, i < 4), 6 words per chunk, 3 per g = s / 4: byte i of word
+//                 3g + k (k < 3) has v of sub-block s = 4g + k in bits 2..7 (the byte is the signed 4v, a dp4a
+//                 operand after one mask) and, in bits 0..1, bits 4-2k..5-2k of v of sub-block 4g + 3.
 // The Q4_K side array (layout above): words per row, and the word offsets of super-block b's scale words and
 // of its d/dmin word within the row.
 __host__ __device__ constexpr int64_t q4k_side_row_words(int64_t n_sb) {
@@ -38,6 +43,11 @@ __host__ __device__ constexpr I q4k_sm_word(I b) {
 template <class I>
 __host__ __device__ constexpr I q4k_dm_word(I b) {
     return (b >> 2) * 20 + 16 + (b & 3);
+}
+
+// Q6_K (layout above): byte offset of chunk t of half hh within a super-block.
+__host__ __device__ constexpr int q6k_chunk_byte(int hh, int t) {
+    return 96 * hh + 24 * t;
 }
 
 struct gpu_weight {

@@ -152,52 +152,48 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
     }
 }
 
-// Q6_K task t: super-block t/2, half hh = t%2 (128 elements). Repacked block: ql[128] | qh[64] | scales[16].
-// Element 128hh + 32j + l (j = 0..3, l = 0..31): ql byte 64hh + 32(j&1) + l (low nibble for j < 2, high for
-// j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
+// Q6_K task t (device layout, cuda-kernels.h): super-block b = t/2, half hh = t%2 (128 elements, 96 quant bytes,
+// six 16-byte loads per row). Chunk c of the half holds word c of each sub-block's dp4a operands: one mask per 4
+// quants (sub-blocks 4g + k, k < 3) or one gather of 3 words' low bits (4g + 3). The quants are the signed 4v, so no
+// offset term; the 8 sub-blocks' scaled dots are summed exactly in integers (|sum| < 2^29) and converted once: the
+// activation scale is one per super-block (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
 template <int R>
 __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
                                           const float* xd, int t, int hh, float (&acc)[R]) {
-    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant scale positions.
+    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant offsets.
     const int b = t >> 1;
-    int4 L[R][4], H[R][2], sc[R];
+    int4 C[R][6];
+    int2 sc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const uint8_t* blk = q[r] + int64_t(b) * 208;
 #pragma unroll
-        for (int i = 0; i < 4; i++) L[r][i] = load_stream(blk + 64 * hh + 16 * i);
-        H[r][0] = load_stream(blk + 128 + 32 * hh);
-        H[r][1] = load_stream(blk + 144 + 32 * hh);
-        sc[r] = load_stream(blk + 192);
+        for (int i = 0; i < 6; i++) C[r][i] = load_stream(blk + 96 * hh + 16 * i);
+        sc[r] = __ldcs(reinterpret_cast<const int2*>(blk + 192 + 8 * hh));
     }
     const int8_t* ax = xq + b * 256 + 128 * hh;
-    // The 8 sub-blocks' scaled dots are summed exactly in integers (|sum| < 2^27) and converted once: the
-    // activation scale is one per super-block (q8_k), so no int-to-float conversion per sub-block.
     int part[R];
 #pragma unroll
     for (int r = 0; r < R; r++) part[r] = 0;
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
-        int sum[2] = {0, 0};
-#pragma unroll
-        for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
+    for (int s = 0; s < 8; s++) {
+        const int4 a = load_act(ax + 16 * s);
+        const int g = s / 4, k = s % 4;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            int dot[2] = {0, 0};
+            int dot = 0;
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const int lw = word(L[r][(j & 1) * 2 + k / 4], k % 4);
-                const int hw = word(H[r][k / 4], k % 4);
-                const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
-                dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
+            for (int c = 0; c < 4; c++) {
+                // Word m of chunk c: word 6c + m of the half.
+                auto w = [&](int m) { return word(C[r][(6 * c + m) / 4], (6 * c + m) % 4); };
+                const int op = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
+                dot = __dp4a(op, word(a, c), dot);
             }
-            const int s0 = int8_t(byte_of(sc[r], 8 * hh + 2 * j));
-            const int s1 = int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1));
-            part[r] += s0 * (dot[0] - 32 * sum[0]) + s1 * (dot[1] - 32 * sum[1]);
+            const int scw = s < 4 ? sc[r].x : sc[r].y;
+            part[r] += int(int8_t(scw >> (8 * (s % 4)))) * dot;
         }
     }
-    const float ad = xd[b * 8];
+    const float ad = xd[b * 8] * 0.25f;
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(part[r]));
 }

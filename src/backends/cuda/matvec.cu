@@ -55,10 +55,8 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
         }
         case dtype::q6_k: {
             const uint8_t* blk = row + (i / 256) * 208;
-            const int e = int(i % 256), hh = e / 128, j = (e % 128) / 32, l = e % 32;
-            const uint8_t lb = blk[64 * hh + 32 * (j & 1) + l];
-            const int qv = ((j >> 1) ? lb >> 4 : lb & 15) | (((blk[128 + 32 * hh + l] >> (2 * j)) & 3) << 4);
-            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * float(int8_t(blk[192 + e / 16])) * float(qv - 32);
+            const int e = int(i % 256);
+            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * float(int8_t(blk[192 + e / 16])) * float(q6k_value(blk, e));
         }
         default: return plain_elem(w.type, row, i);
     }
