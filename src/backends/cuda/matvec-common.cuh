@@ -162,15 +162,20 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
                                           const float* xd, int t, int hh, float (&acc)[R]) {
     // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant offsets.
     const int b = t >> 1;
+    // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
+    // arithmetic would add a memory latency to each.
     int4 C[R][6];
     int2 sc[R];
+    float dw[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const uint8_t* blk = q[r] + int64_t(b) * 208;
 #pragma unroll
         for (int i = 0; i < 6; i++) C[r][i] = load_stream(blk + 96 * hh + 16 * i);
         sc[r] = __ldcs(reinterpret_cast<const int2*>(blk + 192 + 8 * hh));
+        dw[r] = h2f(__ldg(d[r] + b));
     }
+    const float ad = xd[b * 8] * 0.25f;
     const int8_t* ax = xq + b * 256 + 128 * hh;
     int part[R];
 #pragma unroll
@@ -193,9 +198,8 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
             part[r] += int(int8_t(scw >> (8 * (s % 4)))) * dot;
         }
     }
-    const float ad = xd[b * 8] * 0.25f;
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(part[r]));
+    for (int r = 0; r < R; r++) acc[r] += dw[r] * (ad * float(part[r]));
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
