@@ -170,21 +170,21 @@ __global__ void __launch_bounds__(32 * k_warps)
             }
         }
     } else if constexpr (T == dtype::q6_k) {
-        for (int t = lane; t < n_in / 128; t += 32) {
-            const int bl = t >> 1, hh = t & 1;
-            const uint8_t* blk = q + int64_t(bl) * 208;
+        const int n_half = n_in / 128;
+        for (int t = lane; t < n_half; t += 32) {
+            const int bl = t >> 1, hh = t & 1, grp = t >> 5, n_grp = min(32, n_half - 32 * grp);
             int4 C[6];
 #pragma unroll
-            for (int i = 0; i < 6; i++) C[i] = load_stream(blk + 96 * hh + 16 * i);
-            const int2 sc = __ldcs(reinterpret_cast<const int2*>(blk + 192 + 8 * hh));
-            // Operands of sub-block s, chunk c, as matvec's task_q6_k (device layout, cuda-kernels.h).
+            for (int i = 0; i < 6; i++) C[i] = load_stream(q + 3072 * grp + 16 * (n_grp * i + (t & 31)));
+            const int2 sc = __ldcs(reinterpret_cast<const int2*>(q + q6k_scale_byte(t, n_half)));
+            // Word c of the operands of sub-block s, as matvec's task_q6_k (device layout, cuda-kernels.h).
             int qv[8][4], scs[8];
 #pragma unroll
             for (int s = 0; s < 8; s++) {
                 const int g = s / 4, k = s % 4;
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
-                    auto w = [&](int m) { return word(C[(6 * c + m) / 4], (6 * c + m) % 4); };
+                    auto w = [&](int n) { return word(C[n], c); };
                     qv[s][c] = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
                 }
                 scs[s] = int(int8_t((s < 4 ? sc.x : sc.y) >> (8 * (s % 4))));

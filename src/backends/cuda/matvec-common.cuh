@@ -152,31 +152,32 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
     }
 }
 
-// Q6_K task t (device layout, cuda-kernels.h): super-block b = t/2, half hh = t%2 (128 elements, 96 quant bytes,
-// six 16-byte loads per row). Chunk c of the half holds word c of each sub-block's dp4a operands: one mask per 4
-// quants (sub-blocks 4g + k, k < 3) or one gather of 3 words' low bits (4g + 3). The quants are the signed 4v, so no
-// offset term; the 8 sub-blocks' scaled dots are summed exactly in integers (|sum| < 2^29) and converted once: the
-// activation scale is one per super-block (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
+// Q6_K task t = half t of the row (device layout, cuda-kernels.h): super-block b = t/2, elements 128 (t%2) .. +127;
+// six 16-byte loads per row (pieces), which for the warp's 32 consecutive tasks read 512 contiguous bytes each. Word c
+// of the dp4a operands of sub-block 4g + k: word c of piece 3g + k masked (k < 3) or the low bits of word c of pieces
+// 3g..3g+2 gathered (k = 3). The quants are the signed 4v, so no offset term; the 8 sub-blocks' scaled dots
+// are summed exactly in integers (|sum| < 2^29) and converted once: the activation scale is one per super-block
+// (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
 template <int R>
 __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, int hh, float (&acc)[R]) {
-    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant offsets.
+                                          const float* xd, int t, int n_half, float (&acc)[R]) {
     const int b = t >> 1;
     // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
     // arithmetic would add a memory latency to each.
+    const int grp = t >> 5, n_grp = min(32, n_half - 32 * grp);  // the group of 32 halves (n_grp in the last)
+    const int piece0 = 3072 * grp + 16 * (t & 31);
     int4 C[R][6];
     int2 sc[R];
     float dw[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const uint8_t* blk = q[r] + int64_t(b) * 208;
 #pragma unroll
-        for (int i = 0; i < 6; i++) C[r][i] = load_stream(blk + 96 * hh + 16 * i);
-        sc[r] = __ldcs(reinterpret_cast<const int2*>(blk + 192 + 8 * hh));
+        for (int i = 0; i < 6; i++) C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
+        sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
         dw[r] = h2f(__ldg(d[r] + b));
     }
     const float ad = xd[b * 8] * 0.25f;
-    const int8_t* ax = xq + b * 256 + 128 * hh;
+    const int8_t* ax = xq + 128 * t;
     int part[R];
 #pragma unroll
     for (int r = 0; r < R; r++) part[r] = 0;
@@ -189,8 +190,7 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
             int dot = 0;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                // Word m of chunk c: word 6c + m of the half.
-                auto w = [&](int m) { return word(C[r][(6 * c + m) / 4], (6 * c + m) % 4); };
+                auto w = [&](int n) { return word(C[r][n], c); };  // word c of piece n
                 const int op = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
                 dot = __dp4a(op, word(a, c), dot);
             }
@@ -270,7 +270,10 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 #pragma unroll 2
         for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
     } else if constexpr (T == dtype::q6_k) {
-        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, tid & 1, acc);
+        // Unrolled by 2 although most threads run 1-4 tasks: measured faster, also on the rows of one task per thread
+        // (docs/cuda.md, session 5).
+#pragma unroll 2
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
         if (n_in % 8 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);

@@ -54,9 +54,9 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
             return d * float(scale) * float(qv) - dmin * float(mn);
         }
         case dtype::q6_k: {
-            const uint8_t* blk = row + (i / 256) * 208;
-            const int e = int(i % 256);
-            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * float(int8_t(blk[192 + e / 16])) * float(q6k_value(blk, e));
+            const int64_t n_half = w.n_in / 128;
+            const float sc = float(int8_t(row[q6k_scale_byte(0, n_half) + i / 16]));
+            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * sc * float(q6k_value(row, i, n_half));
         }
         default: return plain_elem(w.type, row, i);
     }
