@@ -3,7 +3,7 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
-//                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench]
+//                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -464,6 +464,55 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// Q6_K A/B (session 5, branch gq6): the Q6_K and Q4_K matvecs alone on the Q4_K_M llama3-8b shapes, with sweep the
+// Q6_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only public
+// entry points, so the same driver builds against another tree for a same-run comparison.
+void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
+    struct mat {
+        int64_t n_in, n_out;
+    };
+    const mat mats[] = {{4096, 14336}, {14336, 4096}, {4096, 4096}, {4096, 1024}, {4096, 128256}};
+    fmt::print("\nq6 bench: matvec alone (GB/s of weight bytes, 20 launches in one graph), probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    for (dtype t : {dtype::q6_k, dtype::q4_k}) {
+        std::string line = fmt::format("  {:<5}", dtype_name(t));
+        for (const auto& m : mats)
+            line += fmt::format("  {}->{} {:5.0f}", m.n_in, m.n_out, cuda::bench_matvec(t, m.n_in, m.n_out, 20));
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+    }
+    if (sweep) {
+        const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}};
+        for (const auto& m : mats) {
+            std::string line = fmt::format("  q6_k shapes {:>6}x{:<6}", m.n_out, m.n_in);
+            for (const auto& sh : shapes)
+                line += fmt::format("  {}x{} {:5.0f}", sh[0], sh[1],
+                                    cuda::bench_matvec(dtype::q6_k, m.n_in, m.n_out, 20, sh[0], sh[1]));
+            fmt::print("{}\n", line);
+            std::fflush(stdout);
+        }
+    }
+    const auto& preset = find_preset("llama3-8b");
+    for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const double s = d->bench_decode(128, 16, 1), tps = 128 / s;
+            const double bytes = double(d->streamed_bytes_per_token());
+            fmt::print("  q6 bench {:<7} tg128 {:7.1f} tok/s  {:5.2f} GB/token  ratio {:.3f}", file_type_name(ft), tps,
+                       bytes / 1e9, tps * bytes / (bw.hbm_read_gbs * 1e9));
+            if (ft == file_type::q4_k_m) {
+                auto batch = d->make_batch(16, 256);
+                const double b8 = 8 * 64 / batch->bench(8, 64, 8, 1);
+                fmt::print("  B=8 {:.1f} tok/s ({:.2f}x)", b8, b8 / tps);
+            }
+            fmt::print("\n");
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("q6 bench {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+}
+
 // Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type without and with them (twice each, for the
 // drift within the run), then the batched step at B=8 (which does not use them) against the single-sequence graph.
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
@@ -791,7 +840,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false, fusion_bench = false;
+    bool sampling_only = false, fusion_bench = false, q6_bench = false;
     std::string only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -823,6 +872,8 @@ int main(int argc, char** argv) {
             sampling_only = true;
         else if (a == "--fusion-bench")
             fusion_bench = true;
+        else if (a == "--q6-bench")
+            q6_bench = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -923,7 +974,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (fusion_bench) {
+        if (q6_bench) {
+            bench_q6(bw, sweep);
+        } else if (fusion_bench) {
             bench_fusion(bw, only);
         } else if (batch_bench) {
             bench_batch_decode(only);

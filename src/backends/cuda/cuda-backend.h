@@ -1,9 +1,10 @@
 // CUDA backend: the llama-family decode step (one token of one sequence) on an NVIDIA GPU.
 //
 // Weights are uploaded once from the GGUF mapping (or filled with random values of the right formats for
-// benchmarks), in GGUF layout where its blocks are already 16-byte aligned (Q4_K, Q5_K, F16, BF16, F32) and
-// otherwise split into a 16-byte aligned quant array plus a separate f16 scale array (Q8_0, Q4_0, Q6_K), so
-// that every weight byte is read with coalesced 16-byte loads. The whole step (embedding, RMSNorm,
+// benchmarks), in GGUF layout where its blocks are already 16-byte aligned (Q5_K, F16, BF16, F32) and
+// otherwise split into a 16-byte aligned quant array plus a separate scale array (Q8_0, Q4_0, Q4_K, Q6_K; the K
+// formats re-laid out for the decode kernels, cuda-kernels.h), so that every weight byte is read with coalesced
+// 16-byte loads. The whole step (embedding, RMSNorm,
 // projections, RoPE + KV write, split-K attention, SwiGLU, output, argmax) is captured once in a CUDA graph
 // and replayed per token; the position and the token live in device memory so that the graph never changes.
 //

@@ -25,7 +25,17 @@ namespace memtile::cuda {
 //                 and its d/dmin word lies in the same 128-byte line or the next.
 //   Q8_0:         q = [n_out][n_in] int8 quants; d = [n_out][n_in / 32] f16 scales.
 //   Q4_0:         q = [n_out][n_in / 32][16] GGUF nibble bytes; d = [n_out][n_in / 32] f16 scales.
-//   Q6_K:         q = [n_out][n_in / 256][208] (ql 128 | qh 64 | scales 16); d = [n_out][n_in / 256] f16.
+//   Q6_K:         q = per row the quants of its n_in / 128 halves (96 bytes each: 128 elements of a super-block),
+//                 then its int8 scales (16 per super-block, 8 per half, in order); d = [n_out][n_in / 256] f16.
+//                 Halves in groups of 32 (the tasks one warp takes with one instruction per 16-byte piece): piece k
+//                 (bytes 16k..16k+15) of half j of a group of m halves lies at 16 (m k + j) in the group's 96 m
+//                 bytes (q6k_half_byte), so that a warp's load of piece k of 32 halves reads 512 contiguous bytes.
+//                 Within a half: the signed values v = q - 32 (6 bits) of elements 16s + 4c + i (s < 8: sub-block of
+//                 the half, c < 4, i < 4) in byte i of word c of pieces 3g .. 3g + 2 (g = s / 4): byte i of word c of
+//                 piece 3g + k (k < 3) has v of sub-block 4g + k in bits 2..7 (the byte is the signed 4v, a dp4a
+//                 operand after one mask) and, in bits 0..1, bits 4-2k..5-2k of v of sub-block 4g + 3. So word c of
+//                 the 6 pieces is everything an MMA lane with k slice 4c..4c+3 needs (16 contiguous bytes per row
+//                 for the 4 lanes of a row).
 // The Q4_K side array (layout above): words per row, and the word offsets of super-block b's scale words and
 // of its d/dmin word within the row.
 __host__ __device__ constexpr int64_t q4k_side_row_words(int64_t n_sb) {
@@ -38,6 +48,15 @@ __host__ __device__ constexpr I q4k_sm_word(I b) {
 template <class I>
 __host__ __device__ constexpr I q4k_dm_word(I b) {
     return (b >> 2) * 20 + 16 + (b & 3);
+}
+
+// Q6_K (layout above): offset in the row of byte o (0..95) of half j of n_half; of the 8 scale bytes of half j.
+__host__ __device__ constexpr int64_t q6k_half_byte(int64_t j, int o, int64_t n_half) {
+    const int64_t g = j >> 5, m = n_half - 32 * g < 32 ? n_half - 32 * g : 32;
+    return 3072 * g + 16 * (m * (o >> 4) + (j & 31)) + (o & 15);
+}
+__host__ __device__ constexpr int64_t q6k_scale_byte(int64_t j, int64_t n_half) {
+    return 96 * n_half + 8 * j;
 }
 
 struct gpu_weight {

@@ -92,6 +92,33 @@ __device__ __forceinline__ const uint32_t* q4k_side_of(const uint16_t* d, int64_
     return reinterpret_cast<const uint32_t*>(d) + row * q4k_side_row_words(n_sb);
 }
 
+// Q6_K in the device layout (cuda-kernels.h). Word c of the dp4a operand (4 bytes, each the signed 4v) of sub-block
+// 4g + k, k < 3, is word c of piece 3g + k masked; that of sub-block 4g + 3 gathers bits 0..1 of word c of pieces
+// 3g..3g+2.
+__device__ __forceinline__ int q6k_operand(int w) {
+    return w & int(0xfcfcfcfcu);
+}
+__device__ __forceinline__ int q6k_operand3(int w0, int w1, int w2) {
+    const uint32_t m = 0x03030303u;  // each byte's 2 bits shifted by at most 6: no carry into the next byte
+    return int((((uint32_t(w0) & m) * 4 + (uint32_t(w1) & m)) * 4 + (uint32_t(w2) & m)) * 4);
+}
+// Byte offset in a half of word c of piece 3g + k (k < 3).
+__device__ __forceinline__ int q6k_word_byte(int c, int g, int k) {
+    return 16 * (3 * g + k) + 4 * c;
+}
+// The signed value v (-32..31; x = d * scale * v) of element i of a row of n_half halves.
+__device__ __forceinline__ int q6k_value(const uint8_t* row, int64_t i, int64_t n_half) {
+    const int e = int(i & 127), s = e >> 4, g = s >> 2, k = s & 3, c = (e & 15) >> 2;
+    auto at = [&](int p) { return row[q6k_half_byte(i >> 7, q6k_word_byte(c, g, p) + (e & 3), n_half)]; };
+    if (k < 3) return int(int8_t(at(k))) >> 2;
+    const int f = ((at(0) & 3) << 4) | ((at(1) & 3) << 2) | (at(2) & 3);
+    return int(int8_t(uint8_t(f << 2))) >> 2;
+}
+// Word c of piece 3g + k of half j (aligned 4-byte load).
+__device__ __forceinline__ int q6k_word(const uint8_t* row, int64_t j, int c, int g, int k, int64_t n_half) {
+    return *reinterpret_cast<const int*>(row + q6k_half_byte(j, q6k_word_byte(c, g, k), n_half));
+}
+
 // Byte i (0..15, may be a run-time value) of a 16-byte vector, by selects rather than a local-memory array.
 __device__ __forceinline__ uint32_t byte_of(const int4& v, int i) {
     const int w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;

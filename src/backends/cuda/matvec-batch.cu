@@ -170,47 +170,40 @@ __global__ void __launch_bounds__(32 * k_warps)
             }
         }
     } else if constexpr (T == dtype::q6_k) {
-        for (int t = lane; t < n_in / 128; t += 32) {
-            const int bl = t >> 1, hh = t & 1;
-            const uint8_t* blk = q + int64_t(bl) * 208;
-            int4 Lw[4], Hw[2];
+        const int n_half = n_in / 128;
+        for (int t = lane; t < n_half; t += 32) {
+            const int bl = t >> 1, hh = t & 1, grp = t >> 5, n_grp = min(32, n_half - 32 * grp);
+            int4 C[6];
 #pragma unroll
-            for (int i = 0; i < 4; i++) Lw[i] = load_stream(blk + 64 * hh + 16 * i);
-            Hw[0] = load_stream(blk + 128 + 32 * hh);
-            Hw[1] = load_stream(blk + 144 + 32 * hh);
-            const int4 sc = load_stream(blk + 192);
-            int qv[4][8], s0[4], s1[4];
+            for (int i = 0; i < 6; i++) C[i] = load_stream(q + 3072 * grp + 16 * (n_grp * i + (t & 31)));
+            const int2 sc = __ldcs(reinterpret_cast<const int2*>(q + q6k_scale_byte(t, n_half)));
+            // Word c of the operands of sub-block s, as matvec's task_q6_k (device layout, cuda-kernels.h).
+            int qv[8][4], scs[8];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
+            for (int s = 0; s < 8; s++) {
+                const int g = s / 4, k = s % 4;
 #pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    const int lw = word(Lw[(j & 1) * 2 + k / 4], k % 4);
-                    const int hw = word(Hw[k / 4], k % 4);
-                    qv[j][k] = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
+                for (int c = 0; c < 4; c++) {
+                    auto w = [&](int n) { return word(C[n], c); };
+                    qv[s][c] = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
                 }
-                s0[j] = int8_t(byte_of(sc, 8 * hh + 2 * j));
-                s1[j] = int8_t(byte_of(sc, 8 * hh + 2 * j + 1));
+                scs[s] = int(int8_t((s < 4 ? sc.x : sc.y) >> (8 * (s % 4))));
             }
             const float dw = h2f(__ldg(d + bl));
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
-                const int g0 = bl * 8 + 4 * hh;  // groups g0 + j, j < 4
-                int part = 0;  // exact integer sum, as matvec's task_q6_k (one activation scale per super-block)
+                const int g0 = bl * 8 + 4 * hh;  // groups of 32: g0 + s / 2
+                int part = 0;                    // exact integer sum (4 times GGUF's), as matvec's task_q6_k
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int8_t* ax = xq + (int64_t(g0 + j) * nb + b) * 32;
-                    const int4 a0 = load_act(ax), a1 = load_act(ax + 16);
-                    int sum[2] = {0, 0}, dot[2] = {0, 0};
+                for (int s = 0; s < 8; s++) {
+                    const int4 a = load_act(xq + (int64_t(g0 + s / 2) * nb + b) * 32 + 16 * (s % 2));
+                    int dot = 0;
 #pragma unroll
-                    for (int k = 0; k < 8; k++) {
-                        const int av = word(k < 4 ? a0 : a1, k % 4);
-                        sum[k / 4] = __dp4a(0x01010101, av, sum[k / 4]);
-                        dot[k / 4] = __dp4a(qv[j][k], av, dot[k / 4]);
-                    }
-                    part += s0[j] * (dot[0] - 32 * sum[0]) + s1[j] * (dot[1] - 32 * sum[1]);
+                    for (int c = 0; c < 4; c++) dot = __dp4a(qv[s][c], word(a, c), dot);
+                    part += scs[s] * dot;
                 }
-                acc[b] += dw * (xd[g0 * nb + b] * float(part));
+                acc[b] += dw * (xd[g0 * nb + b] * 0.25f * float(part));
             }
         }
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {

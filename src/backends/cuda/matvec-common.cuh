@@ -152,54 +152,54 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
     }
 }
 
-// Q6_K task t: super-block t/2, half hh = t%2 (128 elements). Repacked block: ql[128] | qh[64] | scales[16].
-// Element 128hh + 32j + l (j = 0..3, l = 0..31): ql byte 64hh + 32(j&1) + l (low nibble for j < 2, high for
-// j >= 2), bits 2j..2j+1 of qh byte 32hh + l; sub-block 8hh + 2j + l/16. x = d * scale * (q - 32).
+// Q6_K task t = half t of the row (device layout, cuda-kernels.h): super-block b = t/2, elements 128 (t%2) .. +127;
+// six 16-byte loads per row (pieces), which for the warp's 32 consecutive tasks read 512 contiguous bytes each. Word c
+// of the dp4a operands of sub-block 4g + k: word c of piece 3g + k masked (k < 3) or the low bits of word c of pieces
+// 3g..3g+2 gathered (k = 3). The quants are the signed 4v, so no offset term; the 8 sub-blocks' scaled dots
+// are summed exactly in integers (|sum| < 2^29) and converted once: the activation scale is one per super-block
+// (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
 template <int R>
 __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, int hh, float (&acc)[R]) {
-    // hh = t % 2 is the same for all of a thread's tasks (even task stride): loop-invariant scale positions.
+                                          const float* xd, int t, int n_half, float (&acc)[R]) {
     const int b = t >> 1;
-    int4 L[R][4], H[R][2], sc[R];
+    // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
+    // arithmetic would add a memory latency to each.
+    const int grp = t >> 5, n_grp = min(32, n_half - 32 * grp);  // the group of 32 halves (n_grp in the last)
+    const int piece0 = 3072 * grp + 16 * (t & 31);
+    int4 C[R][6];
+    int2 sc[R];
+    float dw[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const uint8_t* blk = q[r] + int64_t(b) * 208;
 #pragma unroll
-        for (int i = 0; i < 4; i++) L[r][i] = load_stream(blk + 64 * hh + 16 * i);
-        H[r][0] = load_stream(blk + 128 + 32 * hh);
-        H[r][1] = load_stream(blk + 144 + 32 * hh);
-        sc[r] = load_stream(blk + 192);
+        for (int i = 0; i < 6; i++) C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
+        sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
+        dw[r] = h2f(__ldg(d[r] + b));
     }
-    const int8_t* ax = xq + b * 256 + 128 * hh;
-    // The 8 sub-blocks' scaled dots are summed exactly in integers (|sum| < 2^27) and converted once: the
-    // activation scale is one per super-block (q8_k), so no int-to-float conversion per sub-block.
+    const float ad = xd[b * 8] * 0.25f;
+    const int8_t* ax = xq + 128 * t;
     int part[R];
 #pragma unroll
     for (int r = 0; r < R; r++) part[r] = 0;
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int4 a0 = load_act(ax + 32 * j), a1 = load_act(ax + 32 * j + 16);
-        int sum[2] = {0, 0};
-#pragma unroll
-        for (int k = 0; k < 8; k++) sum[k / 4] = __dp4a(0x01010101, word(k < 4 ? a0 : a1, k % 4), sum[k / 4]);
+    for (int s = 0; s < 8; s++) {
+        const int4 a = load_act(ax + 16 * s);
+        const int g = s / 4, k = s % 4;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            int dot[2] = {0, 0};
+            int dot = 0;
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const int lw = word(L[r][(j & 1) * 2 + k / 4], k % 4);
-                const int hw = word(H[r][k / 4], k % 4);
-                const int qv = ((j >> 1 ? lw >> 4 : lw) & 0x0f0f0f0f) | (((hw >> (2 * j)) & 0x03030303) << 4);
-                dot[k / 4] = __dp4a(qv, word(k < 4 ? a0 : a1, k % 4), dot[k / 4]);
+            for (int c = 0; c < 4; c++) {
+                auto w = [&](int n) { return word(C[r][n], c); };  // word c of piece n
+                const int op = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
+                dot = __dp4a(op, word(a, c), dot);
             }
-            const int s0 = int8_t(byte_of(sc[r], 8 * hh + 2 * j));
-            const int s1 = int8_t(byte_of(sc[r], 8 * hh + 2 * j + 1));
-            part[r] += s0 * (dot[0] - 32 * sum[0]) + s1 * (dot[1] - 32 * sum[1]);
+            const int scw = s < 4 ? sc[r].x : sc[r].y;
+            part[r] += int(int8_t(scw >> (8 * (s % 4)))) * dot;
         }
     }
-    const float ad = xd[b * 8];
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(part[r]));
+    for (int r = 0; r < R; r++) acc[r] += dw[r] * (ad * float(part[r]));
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {
@@ -270,7 +270,10 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 #pragma unroll 2
         for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
     } else if constexpr (T == dtype::q6_k) {
-        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, tid & 1, acc);
+        // Unrolled by 2 although most threads run 1-4 tasks: measured faster, also on the rows of one task per thread
+        // (docs/cuda.md, session 5).
+#pragma unroll 2
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
         if (n_in % 8 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);

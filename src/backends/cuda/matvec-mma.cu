@@ -494,32 +494,26 @@ __global__ void __launch_bounds__(32 * k_warps)
         const uint16_t* dB = w.d + rB * (n_in / 256);
         // A warp takes whole halves p = (super-block p / 2, hh = p % 2): 128 elements 128 hh + 32 j + l (j < 4,
         // l < 32), group u = 8 sb + 4 hh + j, each as two MMAs of 16 (one scale each); lane t holds l = 16 h +
-        // 4t..4t+3 of half h. Units j and j + 2 share their ql bytes (low / high nibbles) and all four share the
-        // qh bytes, so a half's quants are 6 loads per row and its 8 scales one.
+        // 4t..4t+3 of half h, i.e. word t of the operands of sub-block s = 2j + h, which word t of the half's 6
+        // pieces holds (device layout, cuda-kernels.h): a half's quants are 6 4-byte loads per row (the quad: 16
+        // contiguous bytes) and its 8 scales one.
         constexpr int P = KU / 4;  // halves in flight per warp
         const int n_halves = n_in / 128;
         for (int p0 = warp; p0 < n_halves; p0 += k_warps * P) {
-            int lA[P][2][2], lB[P][2][2], hA[P][2], hB[P][2];  // [half of super-block][j & 1][h], [h]
+            int cA[P][6], cB[P][6];  // word t of pieces 0..5
             int2 sA8[P], sB8[P];
             float fA[P], fB[P];
 #pragma unroll
             for (int i = 0; i < P; i++) {
-                const int p = min(p0 + i * k_warps, n_halves - 1), sb = p >> 1, hh = p & 1;
-                const uint8_t* bA = qA + int64_t(sb) * 208;
-                const uint8_t* bB = qB + int64_t(sb) * 208;
+                const int p = min(p0 + i * k_warps, n_halves - 1), sb = p >> 1;
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int l = 16 * h + 4 * t;
-#pragma unroll
-                    for (int jl = 0; jl < 2; jl++) {
-                        lA[i][jl][h] = __ldcs(reinterpret_cast<const int*>(bA + 64 * hh + 32 * jl + l));
-                        lB[i][jl][h] = __ldcs(reinterpret_cast<const int*>(bB + 64 * hh + 32 * jl + l));
-                    }
-                    hA[i][h] = __ldcs(reinterpret_cast<const int*>(bA + 128 + 32 * hh + l));
-                    hB[i][h] = __ldcs(reinterpret_cast<const int*>(bB + 128 + 32 * hh + l));
+                for (int n = 0; n < 6; n++) {
+                    const int64_t o = q6k_half_byte(p, 16 * n + 4 * t, n_halves);
+                    cA[i][n] = __ldcs(reinterpret_cast<const int*>(qA + o));
+                    cB[i][n] = __ldcs(reinterpret_cast<const int*>(qB + o));
                 }
-                sA8[i] = __ldcs(reinterpret_cast<const int2*>(bA + 192 + 8 * hh));
-                sB8[i] = __ldcs(reinterpret_cast<const int2*>(bB + 192 + 8 * hh));
+                sA8[i] = __ldcs(reinterpret_cast<const int2*>(qA + q6k_scale_byte(p, n_halves)));
+                sB8[i] = __ldcs(reinterpret_cast<const int2*>(qB + q6k_scale_byte(p, n_halves)));
                 fA[i] = h2f(dA[sb]);
                 fB[i] = h2f(dB[sb]);
             }
@@ -534,17 +528,16 @@ __global__ void __launch_bounds__(32 * k_warps)
                     float sA[2], sB[2];
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const int sh = (j >> 1) ? 4 : 0;
-                        const uint32_t qa = uint32_t(((lA[i][j & 1][h] >> sh) & 0x0f0f0f0f) |
-                                                     (((hA[i][h] >> (2 * j)) & 0x03030303) << 4));
-                        const uint32_t qb = uint32_t(((lB[i][j & 1][h] >> sh) & 0x0f0f0f0f) |
-                                                     (((hB[i][h] >> (2 * j)) & 0x03030303) << 4));
-                        a0[h] = int(__vsub4(qa, 0x20202020u));
-                        a1[h] = int(__vsub4(qb, 0x20202020u));
-                        const int si = 2 * j + h;  // scale byte of sub-block 8 hh + si within the half's 8
+                        const int si = 2 * j + h, g = si / 4, k = si % 4;  // sub-block si of the half's 8
+                        // The operands are the signed 4v: the products are 4 times GGUF's, undone by the exact
+                        // scale / 4.
+                        a0[h] = k < 3 ? q6k_operand(cA[i][3 * g + k])
+                                      : q6k_operand3(cA[i][3 * g], cA[i][3 * g + 1], cA[i][3 * g + 2]);
+                        a1[h] = k < 3 ? q6k_operand(cB[i][3 * g + k])
+                                      : q6k_operand3(cB[i][3 * g], cB[i][3 * g + 1], cB[i][3 * g + 2]);
                         const int wa = si < 4 ? sA8[i].x : sA8[i].y, wb = si < 4 ? sB8[i].x : sB8[i].y;
-                        sA[h] = fA[i] * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
-                        sB[h] = fB[i] * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
+                        sA[h] = fA[i] * 0.25f * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
+                        sB[h] = fB[i] * 0.25f * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
                     }
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {

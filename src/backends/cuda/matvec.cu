@@ -54,11 +54,9 @@ __device__ float dequant_elem(const gpu_weight& w, int64_t r, int64_t i) {
             return d * float(scale) * float(qv) - dmin * float(mn);
         }
         case dtype::q6_k: {
-            const uint8_t* blk = row + (i / 256) * 208;
-            const int e = int(i % 256), hh = e / 128, j = (e % 128) / 32, l = e % 32;
-            const uint8_t lb = blk[64 * hh + 32 * (j & 1) + l];
-            const int qv = ((j >> 1) ? lb >> 4 : lb & 15) | (((blk[128 + 32 * hh + l] >> (2 * j)) & 3) << 4);
-            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * float(int8_t(blk[192 + e / 16])) * float(qv - 32);
+            const int64_t n_half = w.n_in / 128;
+            const float sc = float(int8_t(row[q6k_scale_byte(0, n_half) + i / 16]));
+            return h2f(w.d[r * (w.n_in / 256) + i / 256]) * sc * float(q6k_value(row, i, n_half));
         }
         default: return plain_elem(w.type, row, i);
     }
@@ -87,6 +85,8 @@ void force_matvec_shape(matvec_shape shape) {
 matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
     if (!matvec_uses_int8(w.type)) return {2, 4};
+    // Q6_K device layout (session 5): 2 x 1 measured in the decode step; 1 x 1 on V (n_out 1,024, faster alone) was
+    // slower there; 2 x 4 on the down matrix (25 % faster alone) not measured in the step yet (docs/cuda.md).
     if (w.type == dtype::q6_k) return {2, 1};
     if (w.type == dtype::q4_k) return {2, 2};  // its device-layout kernel: 2 x 2 best on every sweep shape
     if (w.n_in >= 8192) return {2, 4};

@@ -71,17 +71,19 @@ __device__ void dequant8(const gpu_weight& w, int64_t r, int64_t e, float (&v)[8
             break;
         }
         case dtype::q6_k: {
-            const uint8_t* blk = row + (e / 256) * 208;
-            const int el = int(e % 256), hh = el / 128, j = (el % 128) / 32, l0 = el % 32;
-            const uint2 lb = *reinterpret_cast<const uint2*>(blk + 64 * hh + 32 * (j & 1) + l0);
-            const uint2 hb = *reinterpret_cast<const uint2*>(blk + 128 + 32 * hh + l0);
-            const float d = h2f(w.d[r * (w.n_in / 256) + e / 256]) * float(int8_t(blk[192 + el / 16]));
+            // Elements 4 t0 .. 4 t0 + 7 of sub-block s: words t0 and t0 + 1 of its pieces (cuda-kernels.h).
+            const int64_t n_half = w.n_in / 128, j = e / 128;
+            const int el = int(e % 128), s = el / 16, t0 = (el % 16) / 4, g = s / 4, k = s % 4;
+            const float d =
+                h2f(w.d[r * (w.n_in / 256) + e / 256]) * float(int8_t(row[q6k_scale_byte(0, n_half) + e / 16]));
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const uint32_t lw = i < 4 ? lb.x : lb.y, hw = i < 4 ? hb.x : hb.y;
-                const int lo = int((lw >> (8 * (i & 3) + ((j >> 1) ? 4 : 0))) & 15);
-                const int hi = int((hw >> (8 * (i & 3) + 2 * j)) & 3);
-                v[i] = d * float((lo | hi << 4) - 32);
+            for (int c = 0; c < 2; c++) {
+                const int op =
+                    k < 3 ? q6k_operand(q6k_word(row, j, t0 + c, g, k, n_half))
+                          : q6k_operand3(q6k_word(row, j, t0 + c, g, 0, n_half), q6k_word(row, j, t0 + c, g, 1, n_half),
+                                         q6k_word(row, j, t0 + c, g, 2, n_half));
+#pragma unroll
+                for (int i = 0; i < 4; i++) v[4 * c + i] = d * float(int(int8_t(op >> (8 * i))) >> 2);
             }
             break;
         }

@@ -83,15 +83,31 @@ void repack_rows(dtype t, const uint8_t* src, int64_t n_in, int64_t n_rows, uint
                 }
                 break;
             }
-            case dtype::q6_k:
+            case dtype::q6_k: {
+                // The device layout of cuda-kernels.h: per half 6 pieces of 16 bytes of signed 6-bit fields in bits
+                // 2..7 (one mask yields a dp4a operand), halves interleaved by pieces in groups of 32; then the scales.
+                const int64_t n_half = 2 * d_row;
+                std::memset(qr, 0, size_t(q_row));
                 for (int64_t b = 0; b < d_row; b++) {
                     const auto blk = read_block<block_q6_k>(s, b);
                     dr[b] = blk.d;
-                    std::memcpy(qr + b * 208, blk.ql, 128);
-                    std::memcpy(qr + b * 208 + 128, blk.qh, 64);
-                    std::memcpy(qr + b * 208 + 192, blk.scales, 16);
+                    for (int e = 0; e < 256; e++) {
+                        const int hh = e / 128, j = (e % 128) / 32, l = e % 32;
+                        const int lb = blk.ql[64 * hh + 32 * (j & 1) + l];
+                        const int q = ((j >> 1) ? lb >> 4 : lb & 15) | (((blk.qh[32 * hh + l] >> (2 * j)) & 3) << 4);
+                        const int f = (q - 32) & 63;  // the signed value's 6 low bits
+                        const int sub = (e % 128) / 16, g = sub / 4, k = sub % 4;
+                        const int o = 16 * 3 * g + 4 * ((e % 16) / 4) + e % 4;  // its byte in piece 3g of the half
+                        auto at = [&](int p) -> uint8_t& { return qr[q6k_half_byte(2 * b + hh, o + 16 * p, n_half)]; };
+                        if (k < 3)
+                            at(k) |= uint8_t(f << 2);
+                        else
+                            for (int p = 0; p < 3; p++) at(p) |= uint8_t((f >> (4 - 2 * p)) & 3);
+                    }
+                    std::memcpy(qr + q6k_scale_byte(2 * b, n_half), blk.scales, 16);
                 }
                 break;
+            }
             default: std::memcpy(qr, s, size_t(q_row)); break;
         }
     }
