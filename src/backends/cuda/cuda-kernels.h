@@ -132,8 +132,11 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);
-// *token = argmax(logits) (lowest index on ties); then *pos += 1 (the step is complete).
-void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s);
+// *token = argmax(logits) (lowest index on ties); then *pos += 1 (the step is complete). scratch: device memory
+// of k_argmax_scratch words (launch_argmax_rows with one row: a single block scanning 128,256 logits was one
+// dependent load chain per thread on one SM).
+constexpr int k_argmax_scratch = 2 * 16 * 16;
+void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, float* scratch, cudaStream_t s);
 
 // Fills a weight in the device layout with random values valid for its format (scales small and finite).
 void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s);

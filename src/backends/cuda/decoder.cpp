@@ -371,6 +371,7 @@ private:
         xd_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
         xs_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
         logits_ = static_cast<float*>(alloc(size_t(V) * 4));
+        argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
         n_split_ = int(std::clamp<uint32_t>(n_ctx_ / 128, 1, 32));
         partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
@@ -439,7 +440,7 @@ private:
         }
         launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
         launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
-        launch_argmax(logits_, int(c.n_vocab), token, pos, s);
+        launch_argmax(logits_, int(c.n_vocab), token, pos, argmax_scratch_, s);
     }
 
     void ensure_graph() {
@@ -486,6 +487,7 @@ private:
     std::vector<layer_weights> layers_;
     float *x_ = nullptr, *xn_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *logits_ = nullptr;
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
+    float* argmax_scratch_ = nullptr;  // [k_argmax_scratch] launch_argmax's partial results
     int8_t* xq_ = nullptr;
     unsigned* merge_counters_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;

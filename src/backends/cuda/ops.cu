@@ -291,16 +291,6 @@ __global__ void __launch_bounds__(256)
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n_ff, q_block, xq, xd, xs, row, gridDim.y);
 }
 
-__global__ void argmax_kernel(const float* logits, int n, int32_t* token, int32_t* pos) {
-    griddep_wait();
-    griddep_launch();
-    const int idx = block_argmax(logits, n);
-    if (threadIdx.x == 0) {
-        *token = idx;
-        *pos += 1;
-    }
-}
-
 __device__ __forceinline__ uint64_t mix(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -532,8 +522,8 @@ void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_
     launch_swiglu_batch(gu, 1, n_ff, out, q_block, xq, xd, xs, s);
 }
 
-void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, cudaStream_t s) {
-    launch(argmax_kernel, 1, 1024, s, logits, n, token, pos);
+void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, float* scratch, cudaStream_t s) {
+    launch_argmax_rows(logits, 1, n, token, pos, nullptr, scratch, s);
 }
 
 void launch_fill_random(const gpu_weight& w, uint64_t seed, cudaStream_t s) {

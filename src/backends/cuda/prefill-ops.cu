@@ -268,7 +268,7 @@ __global__ void argmax_merge_kernel(const float* part_v, const int* part_i, int3
     warp_argmax(best, idx);
     if (lane == 0) {
         token[r] = idx == 0x7fffffff ? 0 : idx;
-        pos[slots[r]] += 1;
+        pos[slots ? slots[r] : r] += 1;
     }
 }
 
