@@ -86,8 +86,8 @@ matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
     if (!matvec_uses_int8(w.type)) return {2, 4};
     // Q6_K device layout (session 5): 2 x 1 measured in the decode step; 1 x 1 on V (n_out 1,024, faster alone) was
-    // slower there; 2 x 4 on the down matrix (25 % faster alone) not measured in the step yet (docs/cuda.md).
-    if (w.type == dtype::q6_k) return {2, 1};
+    // slower there; 2 x 4 on the down matrix (n_in 14,336; 25 % faster alone) made Q4_K_M tg128 +1.7 % (docs/cuda.md).
+    if (w.type == dtype::q6_k) return w.n_in >= 8192 ? matvec_shape{2, 4} : matvec_shape{2, 1};
     if (w.type == dtype::q4_k) return {2, 2};  // its device-layout kernel: 2 x 2 best on every sweep shape
     if (w.n_in >= 8192) return {2, 4};
     if (w.n_out <= 4096) return {2, 2};
