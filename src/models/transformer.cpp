@@ -62,11 +62,12 @@ std::vector<float> to_f32(const gguf_tensor_info& t) {
 
 }  // namespace
 
-std::unique_ptr<transformer> transformer::load(const std::string& path, const model_options& o) {
-    return from_gguf(gguf_file::open(path, o.load), o);
+std::unique_ptr<transformer> transformer::load(const std::string& path, const model_options& o, thread_pool* pool) {
+    return from_gguf(gguf_file::open(path, o.load), o, pool);
 }
 
-std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g, const model_options& o) {
+std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g, const model_options& o,
+                                                    thread_pool* pool) {
     std::unique_ptr<transformer> m(new transformer());
     m->file_ = g;
     m->cfg_ = read_model_config(*g);
@@ -75,7 +76,7 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
     if (m->cfg_.expert_count > 0) fail("model", "{}: mixture-of-experts models are not supported yet", g->path());
     check_tensors(*g, m->cfg_);
     // A repacked tensor's file pages are dropped only when they are a mapping of the file (see prepare_options).
-    const cpu::prepare_options po{o.repack, o.repack && g->file().is_mmapped()};
+    const cpu::prepare_options po{o.repack, o.repack && g->file().is_mmapped(), pool};
     auto weight = [&](const std::string& name) {
         const auto* t = g->find_tensor(name);
         if (!can_dequantize(t->type))

@@ -46,8 +46,11 @@ struct model_options {
 
 class transformer {
 public:
-    static std::unique_ptr<transformer> load(const std::string& path, const model_options& o = {});
-    static std::unique_ptr<transformer> from_gguf(std::shared_ptr<gguf_file> g, const model_options& o = {});
+    // pool: the caller's persistent thread pool, which builds the repacked layouts (null: the calling thread).
+    static std::unique_ptr<transformer> load(const std::string& path, const model_options& o = {},
+                                             thread_pool* pool = nullptr);
+    static std::unique_ptr<transformer> from_gguf(std::shared_ptr<gguf_file> g, const model_options& o = {},
+                                                  thread_pool* pool = nullptr);
     ~transformer();
 
     const model_config& config() const { return cfg_; }

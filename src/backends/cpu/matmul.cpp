@@ -39,7 +39,7 @@ struct free_deleter {
 // (the scalar path and a forced ISA change still read it).
 class repacked_weight : public prepared_weight {
 public:
-    explicit repacked_weight(const weight_view& w)
+    repacked_weight(const weight_view& w, thread_pool* pool)
         : w_(w), group_bytes_(repack::group_bytes(w.type, w.n_in)), n_groups_((w.n_out + 7) / 8) {
         const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
         // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
@@ -52,14 +52,22 @@ public:
         if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
         if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
         bytes_ = bytes;
-        const uint8_t* rows[repack::k_rows];
-        for (int64_t g = 0; g < n_groups_; g++) {
-            for (int r = 0; r < repack::k_rows; r++) {
-                const int64_t o = g * repack::k_rows + r;
-                rows[r] = o < w.n_out ? w.data + size_t(o) * w.row_bytes : nullptr;
+        // Groups are independent: the pool packs them in parallel, and each thread's first touch of its part
+        // of the new buffer (the page faults, most of the cost on a VM) runs in parallel too.
+        const auto pack = [this](int, int64_t g0, int64_t g1) {
+            const uint8_t* rows[repack::k_rows];
+            for (int64_t g = g0; g < g1; g++) {
+                for (int r = 0; r < repack::k_rows; r++) {
+                    const int64_t o = g * repack::k_rows + r;
+                    rows[r] = o < w_.n_out ? w_.data + size_t(o) * w_.row_bytes : nullptr;
+                }
+                repack::pack_group(w_.type, rows, w_.n_in, buf_.get() + size_t(g) * group_bytes_);
             }
-            repack::pack_group(w.type, rows, w.n_in, buf_.get() + size_t(g) * group_bytes_);
-        }
+        };
+        if (pool && pool->size() > 1)
+            pool->parallel_for(n_groups_, pack);
+        else
+            pack(0, 0, n_groups_);
     }
     const weight_view& view() const override { return w_; }
     uint64_t resident_bytes() const override { return bytes_; }
@@ -164,7 +172,7 @@ std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prep
     if (w.row_bytes != row_bytes(w.type, uint64_t(w.n_in)))
         fail("cpu", "matmul weight: row_bytes {} does not match {} x {}", w.row_bytes, w.n_in, tr.name);
     if (o.repack && repack::supported(w.type) && x8_kernel(w.type)) {
-        auto r = std::make_unique<repacked_weight>(w);
+        auto r = std::make_unique<repacked_weight>(w, o.pool);
         if (o.release_source) release_pages(w.data, size_t(w.n_out) * w.row_bytes);
         return r;
     }
