@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rounds; r++)
             for (int v = 0; v < 3; v++) {
                 model_options mo;
-                mo.repack = v > 0;
+                mo.repack = v > 0 ? repack_mode::on : repack_mode::off;
                 const auto t0 = std::chrono::steady_clock::now();
                 auto m = transformer::load(path, mo, v == 2 ? &p2 : &p1);
                 ms[v].push_back(

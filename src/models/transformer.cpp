@@ -62,6 +62,17 @@ std::vector<float> to_f32(const gguf_tensor_info& t) {
 
 }  // namespace
 
+repack_mode parse_repack_mode(const std::string& s) {
+    if (s == "off") return repack_mode::off;
+    if (s == "on") return repack_mode::on;
+    if (s == "auto") return repack_mode::automatic;
+    fail("model", "--repack takes auto, on or off (got '{}')", s);
+}
+
+const char* repack_mode_name(repack_mode m) {
+    return m == repack_mode::on ? "on" : m == repack_mode::off ? "off" : "auto";
+}
+
 std::unique_ptr<transformer> transformer::load(const std::string& path, const model_options& o, thread_pool* pool) {
     return from_gguf(gguf_file::open(path, o.load), o, pool);
 }
@@ -75,8 +86,11 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         fail("model", "{}: unknown architecture '{}' (supported: {})", g->path(), m->cfg_.arch, supported_archs());
     if (m->cfg_.expert_count > 0) fail("model", "{}: mixture-of-experts models are not supported yet", g->path());
     check_tensors(*g, m->cfg_);
-    // A repacked tensor's file pages are dropped only when they are a mapping of the file (see prepare_options).
-    const cpu::prepare_options po{o.repack, o.repack && g->file().is_mmapped(), pool};
+    // A repacked tensor's file pages are dropped only when they are a mapping of the file (see prepare_options);
+    // mlocked pages cannot be dropped.
+    const bool releasable = g->file().is_mmapped() && !o.load.mlock;
+    const bool repack = o.repack == repack_mode::on || (o.repack == repack_mode::automatic && releasable);
+    const cpu::prepare_options po{repack, repack && g->file().is_mmapped(), pool};
     auto weight = [&](const std::string& name) {
         const auto* t = g->find_tensor(name);
         if (!can_dequantize(t->type))

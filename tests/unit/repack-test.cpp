@@ -1,7 +1,7 @@
 // The load-time packers of repack.h against their scalar reference: the same bytes for every format, on
 // ragged shapes (row lengths of one block up to several super-blocks, odd Q8_0/Q4_0 block counts, groups with
-// missing rows), every byte of the group written; and a repacked weight built over a thread pool against the
-// one built by the calling thread alone.
+// missing rows), every byte of the group written; a repacked weight built over a thread pool against the one
+// built by the calling thread alone; and which memory modes --repack auto repacks in.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,7 +11,11 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/repack.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/thread-pool.h"
+#include "gguf/gguf-file.h"
+#include "models/transformer.h"
+#include "support/test-paths.h"
 
 using namespace memtile;
 using namespace memtile::cpu;
@@ -99,4 +103,39 @@ TEST(repack, pool_builds_the_same_layout) {
             EXPECT_EQ(0, std::memcmp(want.data(), sb.data(), sa.size())) << dtype_name(c.type) << " n_out " << n_out;
         }
     }
+}
+
+TEST(repack, auto_mode_follows_the_memory_mode) {
+    {
+        // The x8 layouts need the AVX2 kernels: probe with one small Q8_0 matrix.
+        const std::vector<uint8_t> bytes(size_t(row_bytes(dtype::q8_0, 32)) * 8, 0);
+        const weight_view w{dtype::q8_0, bytes.data(), 32, 8, size_t(row_bytes(dtype::q8_0, 32))};
+        if (prepare_weight(w, {.repack = true})->streamed().data() == bytes.data()) GTEST_SKIP() << "no x8 kernels";
+    }
+    const std::string path = test::shared_path("quant/tiny-llama-Q8_0.gguf");
+    // Whether any matrix the decode streams lies outside the file's bytes (a packed copy).
+    const auto repacked = [&path](const model_options& mo) {
+        thread_pool pool(2);
+        const auto m = transformer::load(path, mo, &pool);
+        const auto file = m->file().file().bytes();
+        for (const auto& s : m->streamed_weights())
+            if (s.data() < file.data() || s.data() >= file.data() + file.size()) return true;
+        return false;
+    };
+    model_options mo;
+    mo.repack = repack_mode::automatic;
+    EXPECT_TRUE(repacked(mo)) << "mmap";
+    mo.load.use_mmap = false;
+    EXPECT_FALSE(repacked(mo)) << "--no-mmap";
+    mo.load.use_mmap = true;
+    mo.load.mlock = true;
+    EXPECT_FALSE(repacked(mo)) << "--mlock";
+    mo.load.mlock = false;
+    mo.repack = repack_mode::on;
+    EXPECT_TRUE(repacked(mo)) << "on";
+    mo.repack = repack_mode::off;
+    EXPECT_FALSE(repacked(mo)) << "off";
+    EXPECT_EQ(parse_repack_mode("auto"), repack_mode::automatic);
+    EXPECT_STREQ(repack_mode_name(parse_repack_mode("on")), "on");
+    EXPECT_THROW(parse_repack_mode("yes"), error);
 }
