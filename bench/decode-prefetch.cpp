@@ -238,7 +238,7 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
     thread_pool pool(o.threads);
     for (const auto& path : paths) {
         model_options mo;
-        mo.repack = o.repack;
+        mo.repack = o.repack ? repack_mode::on : repack_mode::off;
         const auto m = transformer::load(path, mo);
         std::vector<int32_t> first, toks;
         cpu::set_decode_prefetch(o.prefetch[0]);

@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
             const double before = rss_mb();
             {
                 thread_pool pool(1);
-                ms.push_back(transformer::load(path, {.load = {.hugepages = hugepages}, .repack = r}));
+                ms.push_back(transformer::load(
+                    path, {.load = {.hugepages = hugepages}, .repack = r ? repack_mode::on : repack_mode::off}));
                 decode_tps(*ms.back(), pool, 2);
             }
             rss.push_back(rss_mb() - before);

@@ -146,7 +146,7 @@ int run_model(const std::vector<int>& threads, int reps, const std::vector<int>&
         "| model | type | threads | tokens | per-row tok/s | GEMM tok/s | GEMM / per-row | per-row tok/cpu-s | "
         "GEMM tok/cpu-s |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& path : models) {
-        auto m = transformer::load(path, {.load = {}, .repack = repack});
+        auto m = transformer::load(path, {.load = {}, .repack = repack ? repack_mode::on : repack_mode::off});
         const std::string type(file_type_name(uint32_t(m->file().get_u64("general.file_type", 0))));
         for (int th : threads) {
             thread_pool pool(th);

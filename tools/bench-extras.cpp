@@ -90,8 +90,8 @@ void cold_start_report(const std::string& path, const model_flags& flags, int th
         const auto cached = cached_fraction(path);
         const fault_counts f0 = faults_now();
         const auto t0 = clock_type::now();
-        auto model = transformer::load(path, f.options());
         thread_pool pool(threads, cpus);
+        auto model = transformer::load(path, f.options(), &pool);
         forward_context ctx(*model, 8, f.kv_dtype(), pool);
         const double load_ms = ms_since(t0);
         const int32_t tok = 1 % int32_t(model->config().n_vocab);

@@ -115,7 +115,9 @@ public:
             if (prompts_.empty() && gens_.empty() && soak_s_ == 0) return 0;
         }
 
-        auto model = transformer::load(path, model_.options());
+        // One pool at a time: the first thread count's pool repacks at load and is reused while t is the same.
+        auto pool = std::make_unique<thread_pool>(threads_.front(), cpus_for(threads_.front()));
+        auto model = transformer::load(path, model_.options(), pool.get());
         const memory_model mm = compute_memory_model(model->file(), model_.kv_dtype());
         std::string mem = model_.memory_mode();
         if (const auto note = huge_page_note(model->file().file()); !note.empty()) mem += " (" + note + ")";
@@ -130,6 +132,7 @@ public:
             so.n_ctx = model_.ctx ? model_.ctx : std::min<uint32_t>(model->config().n_ctx_train, 512);
             so.kv_type = model_.kv_dtype();
             so.svg_path = svg_;
+            pool.reset();  // the soak has its own pool
             run_soak(*model, so);
             return 0;
         }
@@ -143,8 +146,11 @@ public:
         std::vector<bench_row> rows;
         std::vector<std::string> profile_text;
         for (int t : threads_) {
-            thread_pool pool(t, cpus_for(t));
-            forward_context ctx(*model, n_ctx, model_.kv_dtype(), pool);
+            if (pool->size() != t) {
+                pool.reset();
+                pool = std::make_unique<thread_pool>(t, cpus_for(t));
+            }
+            forward_context ctx(*model, n_ctx, model_.kv_dtype(), *pool);
             const double available = prof ? prof->read_gbps_for(t) : fallback_gbps(t);
             auto base_row = [&](const std::string& test) {
                 bench_row r;

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread-pool.h"
+#include "model-flags.h"
 #include "observe/machine-profile.h"
 #include "runtime/default-model.h"
 #include "server/http-server.h"
@@ -67,8 +68,7 @@ public:
             ->check(CLI::IsMember({"cpu", "cuda"}));
         sub->add_flag("--host-sampling", host_.host_sampling,
                       "With --device cuda: copy each step's logits back and sample on the host (default: on the GPU)");
-        sub->add_option("--repack", repack_, "Repack weights into interleaved tiles at load: on or off")
-            ->check(CLI::IsMember({"on", "off"}));
+        sub->add_option("--repack", repack_, k_repack_help)->check(CLI::IsMember({"auto", "on", "off"}));
         sub->add_option("--chat-template-file", host_.template_file, "Jinja chat template overriding the model's")
             ->check(CLI::ExistingFile);
         sub->add_option("--max-body", max_body_mb_, "Largest request body in MiB (413 above)")->capture_default_str();
@@ -92,7 +92,7 @@ public:
         host_.kv_type = kv_type_ == "f32" ? dtype::f32 : dtype::f16;
         server_.max_body = size_t(max_body_mb_) << 20;
         host_.model.load.use_mmap = !no_mmap_;
-        host_.model.repack = repack_ == "on";
+        host_.model.repack = parse_repack_mode(repack_);
         if (!cpu_mask_.empty()) host_.cpus = thread_pool::parse_cpu_list(cpu_mask_);
         // Roofline peak: --mem-bandwidth, else the machine profile of memtile probe, else a copy measured now.
         std::string peak_source =
@@ -162,7 +162,7 @@ public:
 
 private:
     std::vector<std::string> models_, aliases_;
-    std::string models_dir_, kv_type_ = "f16", cpu_mask_, repack_ = "off";
+    std::string models_dir_, kv_type_ = "f16", cpu_mask_, repack_ = "auto";
     double keep_alive_s_ = 300;
     int max_body_mb_ = 32;
     bool no_mmap_ = false;

@@ -24,8 +24,7 @@ void model_flags::add(CLI::App* sub, bool with_threads) {
     sub->add_flag("--prefault", prefault, "Touch every weight page before the first token");
     sub->add_flag("--hugepages", hugepages,
                   "Copy the weights into 2 MiB pages (hugetlbfs pool if it has room, else transparent huge pages)");
-    sub->add_option("--repack", repack, "Repack weights into interleaved tiles at load: on or off")
-        ->check(CLI::IsMember({"on", "off"}));
+    sub->add_option("--repack", repack, k_repack_help)->check(CLI::IsMember({"auto", "on", "off"}));
 }
 
 void model_flags::add_device(CLI::App* sub, bool with_gpu_layers) {
@@ -66,7 +65,7 @@ model_options model_flags::options() const {
     o.load.mlock = mlock;
     o.load.prefault = prefault;
     o.load.hugepages = hugepages;
-    o.repack = repack == "on";
+    o.repack = parse_repack_mode(repack);
     return o;
 }
 

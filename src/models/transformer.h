@@ -39,15 +39,27 @@ public:
     virtual void on_op(const op_event& e) = 0;
 };
 
+// --repack: whether the CPU kernels build their interleaved (x8) layouts at load. automatic: only when the
+// weights are a plain file mapping whose pages can be returned once packed (not --no-mmap, --hugepages or
+// --mlock, where the packed copy would add up to the file's size to resident memory); docs/cpu.md, session 5.
+enum class repack_mode { off, on, automatic };
+
 struct model_options {
-    load_options load;    // mmap / no-mmap / mlock / prefault
-    bool repack = false;  // let the CPU kernels build interleaved layouts at load
+    load_options load;  // mmap / no-mmap / mlock / prefault
+    repack_mode repack = repack_mode::off;
 };
+
+// The CLI spelling ("off", "on", "auto") and back; parse throws memtile::error on anything else.
+repack_mode parse_repack_mode(const std::string& s);
+const char* repack_mode_name(repack_mode m);
 
 class transformer {
 public:
-    static std::unique_ptr<transformer> load(const std::string& path, const model_options& o = {});
-    static std::unique_ptr<transformer> from_gguf(std::shared_ptr<gguf_file> g, const model_options& o = {});
+    // pool: the caller's persistent thread pool, which builds the repacked layouts (null: the calling thread).
+    static std::unique_ptr<transformer> load(const std::string& path, const model_options& o = {},
+                                             thread_pool* pool = nullptr);
+    static std::unique_ptr<transformer> from_gguf(std::shared_ptr<gguf_file> g, const model_options& o = {},
+                                                  thread_pool* pool = nullptr);
     ~transformer();
 
     const model_config& config() const { return cfg_; }

@@ -17,7 +17,7 @@ namespace {
 class cpu_batch_executor final : public batch_executor {
 public:
     cpu_batch_executor(const std::string& path, const executor_options& o, int n_slots)
-        : model_(transformer::load(path, o.model)), pool_(executor_threads(o), o.cpus) {
+        : pool_(executor_threads(o), o.cpus), model_(transformer::load(path, o.model, &pool_)) {
         const uint32_t n_ctx = o.n_ctx ? o.n_ctx : std::min<uint32_t>(model_->config().n_ctx_train, 4096);
         for (int i = 0; i < std::max(1, n_slots); i++)
             ctx_.push_back(std::make_unique<forward_context>(*model_, n_ctx, o.kv_type, pool_));
@@ -47,8 +47,8 @@ private:
         return *ctx_[size_t(s)];
     }
 
+    thread_pool pool_;  // before the model: the load's repacking runs on it
     std::unique_ptr<transformer> model_;
-    thread_pool pool_;
     std::vector<std::unique_ptr<forward_context>> ctx_;
 };
 

@@ -20,11 +20,8 @@ uint32_t context_size(uint32_t requested, uint32_t n_ctx_train) {
 class cpu_executor final : public executor {
 public:
     cpu_executor(const std::string& path, const executor_options& o)
-        : model_(transformer::load(path, o.model)),
-          pool_(o.threads > 0    ? o.threads
-                : o.cpus.empty() ? thread_pool::default_threads()
-                                 : int(o.cpus.size()),
-                o.cpus),
+        : pool_(executor_threads(o), o.cpus),
+          model_(transformer::load(path, o.model, &pool_)),
           ctx_(*model_, context_size(o.n_ctx, model_->config().n_ctx_train), o.kv_type, pool_) {}
 
     const model_config& config() const override { return model_->config(); }
@@ -41,8 +38,8 @@ public:
     int threads() const override { return pool_.size(); }
 
 private:
+    thread_pool pool_;  // before the model: the load's repacking runs on it
     std::unique_ptr<transformer> model_;
-    thread_pool pool_;
     forward_context ctx_;
 };
 
@@ -92,8 +89,8 @@ private:
 class split_executor final : public executor {
 public:
     split_executor(const std::string& path, const executor_options& o, uint32_t cpu_layers)
-        : model_(transformer::load(path, o.model)),
-          pool_(executor_threads(o), o.cpus),
+        : pool_(executor_threads(o), o.cpus),
+          model_(transformer::load(path, o.model, &pool_)),
           ctx_(*model_, context_size(o.n_ctx, model_->config().n_ctx_train), o.kv_type, pool_),
           cpu_layers_(cpu_layers) {
         cuda::require_device();
@@ -125,8 +122,8 @@ public:
     int threads() const override { return pool_.size(); }
 
 private:
+    thread_pool pool_;  // before the model: the load's repacking runs on it
     std::unique_ptr<transformer> model_;
-    thread_pool pool_;
     forward_context ctx_;
     uint32_t cpu_layers_;
     std::unique_ptr<cuda::decoder> dec_;

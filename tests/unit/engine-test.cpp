@@ -51,7 +51,7 @@ TEST_P(engine_vs_reference, logits_match_for_prompt_and_decode) {
         const bool scalar = path == "scalar";
         SCOPED_TRACE("cpu path " + path);
         auto g = gguf_file::open(test::shared_path("quant/tiny-llama-" + type + ".gguf"));
-        auto model = transformer::from_gguf(g, {.load = {}, .repack = repack});
+        auto model = transformer::from_gguf(g, {.load = {}, .repack = repack ? repack_mode::on : repack_mode::off});
         test::reference_model ref(*g);
         thread_pool pool(2);
         forward_context ctx(*model, 64, dtype::f32, pool);

@@ -33,6 +33,8 @@ struct prepare_options {
     // (madvise DONTNEED; they fault back in from the page cache if the original layout is read again), so
     // resident memory holds one copy. Never set for anonymous or owned memory, which DONTNEED would zero.
     bool release_source = false;
+    // Threads that build the repacked layout (the caller's persistent pool; null: the calling thread alone).
+    thread_pool* pool = nullptr;
 };
 
 // A weight ready for matmul: the original view, plus any layout the kernels built at load.

@@ -1,6 +1,11 @@
-// Builders of the interleaved layouts of repack.h (scalar: run once at load).
+// Builders of the interleaved layouts of repack.h: the scalar reference (one level at a time, as the layouts
+// are specified) and the packers used at load, which move 8 file bytes per step with 64-bit shifts and masks
+// (the same bytes; tests/unit/repack-test.cpp compares the two on every format).
 #include "backends/cpu/repack.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -12,6 +17,8 @@ namespace {
 
 constexpr size_t k_q4_k_bytes = 1184, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696, k_q8_0_pair_bytes = 544,
                  k_q4_0_pair_bytes = 288;
+
+namespace ref {
 
 // The low 4 bits of the 256 levels of a super-block of row r as nibble vectors [8 s][4 v][8 r][4 k], vector
 // (s, v) at o + first + s * stride + 32 v.
@@ -139,6 +146,132 @@ void pack_q8_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     }
 }
 
+}  // namespace ref
+
+// The fast packers. Little-endian loads: byte i of a 64-bit word is file byte i, so a 4-byte store of the low
+// or high half writes elements k = 0..3 in order.
+static_assert(std::endian::native == std::endian::little, "the fast packers assume little-endian words");
+
+constexpr uint64_t k_low_nibbles = 0x0F0F0F0F0F0F0F0Full, k_low_bits = 0x0101010101010101ull,
+                   k_low_pairs = 0x0303030303030303ull;
+
+uint64_t load64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+void store32(uint8_t* p, uint32_t v) {
+    std::memcpy(p, &v, 4);
+}
+
+// One 32-element sub-block's nibble vectors of one row: src holds its 32 levels as the nibbles `shift` (0 or 4)
+// of 32 consecutive bytes; vector v (at dst + 32 v) gets level 8v + k in the low and 8v + 4 + k in the high
+// nibble of byte k.
+void put_nibble_vectors(const uint8_t* src, int shift, uint8_t* dst) {
+    for (int v = 0; v < 4; v++) {
+        const uint64_t m = (load64(src + 8 * v) >> shift) & k_low_nibbles;
+        store32(dst + 32 * v, uint32_t(m) | uint32_t(m >> 32) << 4);
+    }
+}
+
+template <bool high_bit>
+void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    using block = std::conditional_t<high_bit, block_q5_k, block_q4_k>;
+    constexpr size_t bytes = high_bit ? k_q5_k_bytes : k_q4_k_bytes, stride = high_bit ? 160 : 128;
+    const int64_t nb = n_in / k_qk;
+    const bool full = std::all_of(rows, rows + k_rows, [](const uint8_t* p) { return p != nullptr; });
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib) * bytes;
+        if (!full) std::memset(o, 0, bytes);
+        for (int r = 0; r < k_rows; r++) {
+            if (!rows[r]) continue;
+            const block b = read_block<block>(rows[r], ib);
+            // Sub-block s = 2c + h: nibble h of qs[32c..32c+31].
+            for (int s = 0; s < 8; s++)
+                put_nibble_vectors(b.qs + 32 * (s / 2), 4 * (s % 2), o + 160 + stride * s + 4 * r);
+            if constexpr (high_bit)
+                for (int s = 0; s < 8; s++) {
+                    // Bit s of qh[l] is bit 4 of element 32s + l; byte k gets it for 8v + k at bit 2v and for
+                    // 8v + 4 + k at bit 2v + 1.
+                    uint32_t acc = 0;
+                    for (int v = 0; v < 4; v++) {
+                        const uint64_t m = (load64(b.qh + 8 * v) >> s) & k_low_bits;
+                        acc |= uint32_t(m) << (2 * v) | uint32_t(m >> 32) << (2 * v + 1);
+                    }
+                    store32(o + 160 + 160 * s + 128 + 4 * r, acc);
+                }
+            for (int s = 0; s < 8; s++) {
+                uint8_t sc, mn;
+                unpack_scale_min_k4(b.scales, s, sc, mn);
+                o[s * 8 + r] = sc;
+                o[64 + (s / 2) * 16 + r * 2 + s % 2] = mn;
+            }
+            std::memcpy(o + 128 + 2 * r, &b.d, 2);
+            std::memcpy(o + 144 + 2 * r, &b.dmin, 2);
+        }
+    }
+}
+
+void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    const int64_t nb = n_in / k_qk;
+    const bool full = std::all_of(rows, rows + k_rows, [](const uint8_t* p) { return p != nullptr; });
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib) * k_q6_k_bytes;
+        if (!full) std::memset(o, 0, k_q6_k_bytes);
+        std::memset(o + 144, 0, 16);
+        for (int r = 0; r < k_rows; r++) {
+            if (!rows[r]) continue;
+            const block_q6_k b = read_block<block_q6_k>(rows[r], ib);
+            for (int c = 0; c < 8; c++) {
+                // Chunk c = 4h + u: low 4 bits in nibble u / 2 of ql[64h + 32 (u % 2) ..], top 2 bits at bits 2u of
+                // qh[32h ..]; vector j of the high bits takes qh[32h + 16j ..], its 4 groups at bits 0, 2, 4, 6.
+                const int h = c / 4, u = c % 4;
+                uint8_t* oc = o + 160 + 192 * c + 4 * r;
+                put_nibble_vectors(b.ql + 64 * h + 32 * (u % 2), 4 * (u / 2), oc);
+                for (int j = 0; j < 2; j++) {
+                    const uint64_t a = (load64(b.qh + 32 * h + 16 * j) >> (2 * u)) & k_low_pairs;
+                    const uint64_t e = (load64(b.qh + 32 * h + 16 * j + 8) >> (2 * u)) & k_low_pairs;
+                    store32(oc + 128 + 32 * j,
+                            uint32_t(a) | uint32_t(a >> 32) << 2 | uint32_t(e) << 4 | uint32_t(e >> 32) << 6);
+                }
+            }
+            for (int s = 0; s < 16; s++) o[s * 8 + r] = uint8_t(b.scales[s]);
+            std::memcpy(o + 128 + 2 * r, &b.d, 2);
+        }
+    }
+}
+
+// Q4_0 and Q8_0: pairs of 32-element blocks; a missing row or the second block of an odd last pair stays zero.
+template <bool q8>
+void pack_legacy(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    using block = std::conditional_t<q8, block_q8_0, block_q4_0>;
+    constexpr size_t pair = q8 ? k_q8_0_pair_bytes : k_q4_0_pair_bytes, half_bytes = q8 ? 256 : 128;
+    const int64_t nb = n_in / k_qk_legacy;
+    const bool full = std::all_of(rows, rows + k_rows, [](const uint8_t* p) { return p != nullptr; });
+    if (!full || nb % 2) std::memset(out, 0, group_bytes(q8 ? dtype::q8_0 : dtype::q4_0, n_in));
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib / 2) * pair;
+        const size_t half = size_t(ib % 2);
+        for (int r = 0; r < k_rows; r++) {
+            if (!rows[r]) continue;
+            const uint8_t* b = rows[r] + size_t(ib) * sizeof(block);
+            const uint8_t* qs = b + offsetof(block, qs);
+            uint8_t* dst = o + 32 + half * half_bytes + 4 * r;
+            if constexpr (q8) {
+                for (int v = 0; v < 8; v++) std::memcpy(dst + 32 * v, qs + 4 * v, 4);
+            } else {
+                // Element j in the low nibble of qs[j], j + 16 in the high nibble: vector v reads qs[8 (v % 2) ..]
+                // at nibble v / 2.
+                for (int v = 0; v < 4; v++) {
+                    const uint64_t m = (load64(qs + 8 * (v % 2)) >> (4 * (v / 2))) & k_low_nibbles;
+                    store32(dst + 32 * v, uint32_t(m) | uint32_t(m >> 32) << 4);
+                }
+            }
+            std::memcpy(o + half * 16 + 2 * r, b + offsetof(block, d), 2);
+        }
+    }
+}
+
 }  // namespace
 
 bool supported(dtype t) {
@@ -161,8 +294,19 @@ void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out)
         case dtype::q4_k: pack_q45_k<false>(rows, n_in, out); break;
         case dtype::q5_k: pack_q45_k<true>(rows, n_in, out); break;
         case dtype::q6_k: pack_q6_k(rows, n_in, out); break;
-        case dtype::q8_0: pack_q8_0(rows, n_in, out); break;
-        case dtype::q4_0: pack_q4_0(rows, n_in, out); break;
+        case dtype::q8_0: pack_legacy<true>(rows, n_in, out); break;
+        case dtype::q4_0: pack_legacy<false>(rows, n_in, out); break;
+        default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
+    }
+}
+
+void pack_group_ref(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    switch (t) {
+        case dtype::q4_k: ref::pack_q45_k<false>(rows, n_in, out); break;
+        case dtype::q5_k: ref::pack_q45_k<true>(rows, n_in, out); break;
+        case dtype::q6_k: ref::pack_q6_k(rows, n_in, out); break;
+        case dtype::q8_0: ref::pack_q8_0(rows, n_in, out); break;
+        case dtype::q4_0: ref::pack_q4_0(rows, n_in, out); break;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }

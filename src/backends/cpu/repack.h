@@ -40,7 +40,10 @@ inline constexpr int k_rows = 8;
 bool supported(dtype t);
 // Bytes of one 8-row group for rows of n_in elements (a multiple of 32).
 size_t group_bytes(dtype t, int64_t n_in);
-// Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row).
+// Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row). Every byte of the
+// group_bytes(t, n_in) at out is written.
 void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);
+// The scalar reference of pack_group (one level at a time, as the layouts above are specified): same bytes.
+void pack_group_ref(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);
 
 }  // namespace memtile::cpu::repack
