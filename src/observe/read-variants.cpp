@@ -125,8 +125,11 @@ std::vector<read_variant> standard_read_variants() {
 
 uint64_t read_variant_share(const read_variant& v, const uint8_t* p, size_t bytes, int pass, int thread, int threads) {
     if (v.passes < 1 || threads < 1 || bytes % (k_step * size_t(v.passes)) || v.chunk_bytes % k_step)
-        fail("observe", "read variant '{}': {} bytes do not split into {} passes of whole 128-byte steps",
+        fail("observe", "read variant '{}': {} bytes do not split into {} passes and chunks of whole 128-byte steps",
              read_variant_name(v), bytes, v.passes);
+    if (pass < 0 || pass >= v.passes || thread < 0 || thread >= threads)
+        fail("observe", "read variant '{}': pass {} of {}, thread {} of {}", read_variant_name(v), pass, v.passes,
+             thread, threads);
     const size_t pass_bytes = bytes / size_t(v.passes);
     const uint8_t* q = p + size_t(pass) * pass_bytes;
     if (v.chunk_bytes == 0) {

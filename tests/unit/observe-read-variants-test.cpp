@@ -54,6 +54,8 @@ TEST(read_variants, shares_that_do_not_split_fail_clearly) {
     EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 0, 3}, buf.data(), 1024, 0, 0, 1), error);
     EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 100}, buf.data(), 1024, 0, 0, 1), error);
     EXPECT_THROW(read_variant_share({}, buf.data(), 1000, 0, 0, 1), error);
+    EXPECT_THROW(read_variant_share({}, buf.data(), 1024, 0, 2, 2), error);
+    EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 0, 2}, buf.data(), 1024, 2, 0, 1), error);
 }
 
 TEST(read_variants, best_index_is_the_largest_figure) {
