@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 4's CPU workload: synthetic TinyLlama-1.1B and Llama-3.2-1B models at Q4_K_M, Q5_K_S, Q6_K, Q8_0 and
 # F16 (generated once into MODELS_DIR), each benchmarked by bench-decode-roofline at 1 and 2 threads:
-# pp64, pp512, decode tok/s and the roofline ratio against a read measured in the same run.
+# pp64, pp512, decode tok/s and the roofline ratio against the best read variant (observe/read-variants.h) measured
+# in the same run, interleaved with the decode repetitions (the plain read of earlier tables is its own column).
 # usage: bench/cpu-workload.sh BUILD_DIR MODELS_DIR [extra bench-decode-roofline flags, e.g. --repack]
 # Run it on an otherwise idle machine; it takes about 15-25 minutes on 2 cores once the models exist.
 set -euo pipefail

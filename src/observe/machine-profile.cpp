@@ -15,6 +15,8 @@ nlohmann::json probe_to_json(const probe_result& r) {
     nlohmann::json j;
     j["sequential_read_gbps"] = r.read_gbps(r.threads);
     j["sequential_read_gbps_1_thread"] = r.read_gbps(1);
+    j["sequential_read_plain_gbps"] = r.plain_read_gbps(r.threads);
+    j["sequential_read_plain_gbps_1_thread"] = r.plain_read_gbps(1);
     j["threads"] = r.threads;
     j["seconds"] = r.seconds;
     auto& bw = j["bandwidth"] = nlohmann::json::array();
@@ -24,6 +26,9 @@ nlohmann::json probe_to_json(const probe_result& r) {
         if (!b.note.empty()) e["note"] = b.note;
         bw.push_back(e);
     }
+    auto& rv = j["read_variants"] = nlohmann::json::array();
+    for (const auto& v : r.read_variants)
+        rv.push_back({{"variant", v.variant}, {"threads", v.threads}, {"gbps", v.gbps}});
     auto& lad = j["latency_ladder"] = nlohmann::json::array();
     for (const auto& p : r.ladder) lad.push_back({{"bytes", p.bytes}, {"ns", p.ns}});
     j["page_size_chase_ns"] = {{"4k", r.page_chase_ns_4k}, {"2m", r.page_chase_ns_2m}, {"note", r.huge_note}};

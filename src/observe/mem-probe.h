@@ -28,7 +28,8 @@ struct probe_options {
 };
 
 struct bandwidth_result {
-    std::string test;  // read, copy, triad, random, hotspot, tile2d, random_4k_pages, random_2m_pages
+    std::string test;  // read (the plain loop), read_best (the fastest read variant, named in note), copy, triad,
+                       // random, hotspot, tile2d, random_4k_pages, random_2m_pages
     int threads = 1;
     double gbps = 0;           // bytes the pattern moves (read + written, as STREAM counts) per second
     double ns_per_access = 0;  // random patterns: wall time per 64-byte line per thread; 0 otherwise
@@ -41,15 +42,26 @@ struct latency_point {
     double ns = 0;       // mean time of one dependent load
 };
 
+// One sequential read variant (observe/read-variants.h), best over the probe's interleaved rounds.
+struct read_variant_result {
+    std::string variant;  // read_variant_name()
+    int threads = 1;
+    double gbps = 0;
+};
+
 struct probe_result {
     int threads = 1;
     std::vector<bandwidth_result> bandwidth;
+    std::vector<read_variant_result> read_variants;
     std::vector<latency_point> ladder;
     double page_chase_ns_4k = 0, page_chase_ns_2m = 0;  // pointer chase over random_bytes on each page size
     std::string huge_note;                              // how many 2 MiB pages the kernel granted
     double seconds = 0;                                 // wall time of the whole probe
-    // Best sequential read GB/s for 1 thread or for opts.threads (0 when not measured).
+    // Best sequential read GB/s (any variant: the read_best test when measured, else read) for 1 thread or for
+    // opts.threads (0 when not measured).
     double read_gbps(int n_threads) const;
+    // The plain loop's sequential read (the read test alone), for comparison with earlier figures and tools.
+    double plain_read_gbps(int n_threads) const;
 };
 
 // progress(line) is called before each test (may be empty).
