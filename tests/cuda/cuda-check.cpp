@@ -4,6 +4,7 @@
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
+//                               [--early-bench "LEVEL;LEVEL;..."]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -552,6 +553,40 @@ void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
     cuda::set_decode_fusion(2);
 }
 
+// Weight loads before the PDL wait (cuda::set_matvec_early) in the decode step: tg128 of each file type at each listed
+// level, the list run twice (alternated, for the drift within the run); `--only TYPE` picks one file type.
+void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<int> levels;
+    for (size_t a = 0; a < list.size();) {
+        const size_t b = std::min(list.find(';', a), list.size());
+        levels.push_back(int(std::strtol(list.substr(a, b - a).c_str(), nullptr, 10)));
+        a = b + 1;
+    }
+    fmt::print("\nearly weight loads, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::bf16, file_type::q4_0};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (int level : levels) {
+                try {
+                    cuda::set_matvec_early(level);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} early {} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), level, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("bench early {} {}: {}", level, file_type_name(ft), e.what()));
+                }
+            }
+    }
+    cuda::set_matvec_early(4);
+}
+
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
 // decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
 void bench_batch_decode(const std::string& only) {
@@ -841,7 +876,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only;
+    std::string only, early_levels;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -874,6 +909,8 @@ int main(int argc, char** argv) {
             fusion_bench = true;
         else if (a == "--q6-bench")
             q6_bench = true;
+        else if (a == "--early-bench" && i + 1 < argc)
+            early_levels = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -974,7 +1011,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (q6_bench) {
+        if (!early_levels.empty()) {
+            bench_early(bw, early_levels, only);
+        } else if (q6_bench) {
             bench_q6(bw, sweep);
         } else if (fusion_bench) {
             bench_fusion(bw, only);

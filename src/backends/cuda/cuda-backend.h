@@ -67,6 +67,11 @@ void set_pdl(bool on);
 // MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results either way (for A/B benchmarks). The fusions
 // measured slower (RoPE + KV write in Q/K/V, SwiGLU in gate/up, RMSNorm in Wo/down) are on branch gfuse-exp.
 void set_decode_fusion(unsigned mask);
+// Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
+// at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
+// kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
+// graph is captured; bit-equal results at either level (for A/B benchmarks).
+void set_matvec_early(int level);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.

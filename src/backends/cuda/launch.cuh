@@ -3,8 +3,9 @@
 // griddep_wait() before it touches memory that earlier kernels write or read (activations, caches, outputs:
 // the wait returns once the predecessor grid has completed and its writes are visible, and the predecessor
 // waited for its own, so all earlier kernels are done), and griddep_launch() to let its successor start.
-// Before the wait a kernel may only read what no kernel writes (the weights); prefetching weights into L2
-// there was measured slower (docs/cuda.md).
+// Before the wait a kernel may only read what no kernel writes (the weights): the Q8_0/F16/BF16 matvecs load their
+// first tasks' weights into registers there (matvec_early); prefetching weights into L2 there was measured slower
+// (docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>

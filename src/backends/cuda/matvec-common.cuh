@@ -21,22 +21,42 @@
 namespace memtile::cuda::detail {
 
 // Each task function loads its activations once and applies them to the same task of R rows (q[r], d[r]),
-// adding into acc[r]: R rows per warp divide the activation traffic through L1 by R.
+// adding into acc[r]: R rows per warp divide the activation traffic through L1 by R. The Q8_0 and F16/BF16
+// tasks are split in two: load_* reads the task's weights (and weight scales) of the R rows into a
+// task_weights, dot_* applies the activations. The kernel may call load_* for its first tasks before griddep_wait
+// (no kernel writes the weights), so that a matvec's first weight bytes are requested while its predecessor still
+// runs (matvec_early); the arithmetic is the same either way.
 
-// Q8_0 task t: quants t*16..t*16+15 of the row (half of block t/2).
+// The weights of one task of R rows: N 16-byte pieces per row and a scale word.
+template <int R, int N>
+struct task_weights {
+    int4 w[R][N];
+    uint32_t s[R];
+};
+
+// Q8_0 task t: quants t*16..t*16+15 of the row (half of block t/2); s: the f16 scale.
 template <int R>
-__device__ __forceinline__ void task_q8_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, float (&acc)[R]) {
+__device__ __forceinline__ void load_q8_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t,
+                                          task_weights<R, 1>& tw) {
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        tw.w[r][0] = load_stream(q[r] + 16 * t);
+        tw.s[r] = __ldg(d[r] + t / 2);
+    }
+}
+template <int R>
+__device__ __forceinline__ void dot_q8_0(const task_weights<R, 1>& tw, const int8_t* xq, const float* xd, int t,
+                                         float (&acc)[R]) {
     const int4 a = load_act(xq + 16 * t);
     const float ad = xd[t / 2];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int4 w = load_stream(q[r] + 16 * t);
+        const int4 w = tw.w[r][0];
         int s = __dp4a(w.x, a.x, 0);
         s = __dp4a(w.y, a.y, s);
         s = __dp4a(w.z, a.z, s);
         s = __dp4a(w.w, a.w, s);
-        acc[r] += h2f(__ldg(d[r] + t / 2)) * ad * float(s);
+        acc[r] += h2f(uint16_t(tw.s[r])) * ad * float(s);
     }
 }
 
@@ -230,14 +250,42 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 
 constexpr int k_block_warps = 4;
 
+// Formats whose first tasks may be loaded before griddep_wait (matvec_early). Q4_0, Q4_K and Q6_K were measured slower
+// with it (docs/cuda.md, session 5 gf16), so they keep every load after the wait.
+template <dtype T>
+constexpr bool k_has_early = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16;
+
+// A thread's tasks tid, tid + S, ... < n: the first E loaded (load(t, tw)) before griddep_wait and applied (dot(tw, t))
+// after it, the rest loaded and applied in a loop unrolled by U.
+template <int E, int S, int U, typename TW, typename Load, typename Dot>
+__device__ __forceinline__ void run_tasks(int tid, int n, Load load, Dot dot) {
+    TW early[E > 0 ? E : 1];
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        if (tid + k * S < n) load(tid + k * S, early[k]);
+    griddep_wait();
+    griddep_launch();
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        if (tid + k * S < n) dot(early[k], tid + k * S);
+#pragma unroll U
+    for (int t = tid + E * S; t < n; t += S) {
+        TW tw;
+        load(t, tw);
+        dot(tw, t);
+    }
+}
+
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
-// (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks.
-template <dtype T, int R, int W>
+// (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks. EL: the tasks per row
+// that each thread loads before griddep_wait (0: every load after it; only k_has_early formats).
+template <dtype T, int R, int W, int EL = 0>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   int accumulate) {
     constexpr int S = 32 * W;  // task stride
     constexpr int G = k_block_warps / W;
+    constexpr int E = k_has_early<T> ? EL : 0;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
     const int tid = (warp % W) * 32 + lane;  // index within the group
     const int64_t row0 = (int64_t(blockIdx.x) * G + group) * R;
@@ -255,44 +303,50 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         d[r] = w.d ? w.d + row * d_row : nullptr;
         acc[r] = 0;
     }
-    griddep_wait();
-    griddep_launch();
     if constexpr (T == dtype::q8_0) {
-#pragma unroll 2
-        for (int t = tid; t < n_in / 16; t += S) task_q8_0<R>(q, d, xq, xd, t, acc);
-    } else if constexpr (T == dtype::q4_0) {
-#pragma unroll 2
-        for (int t = tid; t < n_in / 32; t += S) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
-    } else if constexpr (T == dtype::q4_k) {
-#pragma unroll 2
-        for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
-    } else if constexpr (T == dtype::q5_k) {
-#pragma unroll 2
-        for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
-    } else if constexpr (T == dtype::q6_k) {
-        // Unrolled by 2 although most threads run 1-4 tasks: measured faster, also on the rows of one task per thread
-        // (docs/cuda.md, session 5).
-#pragma unroll 2
-        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
+        run_tasks<E, S, 2, task_weights<R, 1>>(
+            tid, n_in / 16, [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); },
+            [&](const task_weights<R, 1>& tw, int t) { dot_q8_0<R>(tw, xq, xd, t, acc); });
     } else if constexpr (T == dtype::f16 || T == dtype::bf16) {
         if (n_in % 8 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);
-#pragma unroll 4
-            for (int t = tid; t < n_in / 8; t += S) {
-                const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
+            run_tasks<E, S, 4, task_weights<R, 1>>(
+                tid, n_in / 8,
+                [&](int t, task_weights<R, 1>& tw) {
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int4 v = load_stream(q[r] + 16 * t);
-                    acc[r] += T == dtype::f16 ? dot8_f16(v, x0, x1) : dot8_bf16(v, x0, x1);
-                }
-            }
+                    for (int r = 0; r < R; r++) tw.w[r][0] = load_stream(q[r] + 16 * t);
+                },
+                [&](const task_weights<R, 1>& tw, int t) {
+                    const float4 x0 = __ldg(x4 + 2 * t), x1 = __ldg(x4 + 2 * t + 1);
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        acc[r] += T == dtype::f16 ? dot8_f16(tw.w[r][0], x0, x1) : dot8_bf16(tw.w[r][0], x0, x1);
+                });
         } else {
+            griddep_wait();
+            griddep_launch();
             for (int i = tid; i < n_in; i += S)
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
         }
     } else {
-        if (n_in % 4 == 0) {
+        griddep_wait();
+        griddep_launch();
+        if constexpr (T == dtype::q4_0) {
+#pragma unroll 2
+            for (int t = tid; t < n_in / 32; t += S) task_q4_0<R>(q, d, xq, xd, xs, t, acc);
+        } else if constexpr (T == dtype::q4_k) {
+#pragma unroll 2
+            for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+        } else if constexpr (T == dtype::q5_k) {
+#pragma unroll 2
+            for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
+        } else if constexpr (T == dtype::q6_k) {
+            // Unrolled by 2 although most threads run 1-4 tasks: measured faster, also on the rows of one task per
+            // thread (docs/cuda.md, session 5).
+#pragma unroll 2
+            for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
+        } else if (n_in % 4 == 0) {
             const float4* x4 = reinterpret_cast<const float4*>(x);
 #pragma unroll 4
             for (int t = tid; t < n_in / 4; t += S) {
@@ -332,16 +386,16 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 }
 
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block.
-template <dtype T>
+template <dtype T, int EL = 0>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
     const int acc = accumulate ? 1 : 0;
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                                \
-    if (shape.rows == R && shape.warps == W) {                                                   \
-        launch(matvec_kernel<T, R, W>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
-        return;                                                                                  \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                    \
+    if (shape.rows == R && shape.warps == W) {                                                       \
+        launch(matvec_kernel<T, R, W, EL>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                      \
     }
     MEMTILE_MATVEC_CASE(1, 1)
     MEMTILE_MATVEC_CASE(1, 2)
@@ -350,7 +404,20 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
     MEMTILE_MATVEC_CASE(2, 2)
     MEMTILE_MATVEC_CASE(2, 4)
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
+    launch(matvec_kernel<T, 2, 1, EL>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
+}
+
+// The early level of the decode matvecs (set_matvec_early in cuda-backend.h; defined in matvec.cu): 0 or 4.
+int matvec_early();
+
+// launch_shaped at the current early level (formats without early loads: level 0).
+template <dtype T>
+void launch_early(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                  bool accumulate, matvec_shape shape, cudaStream_t s) {
+    if constexpr (k_has_early<T>) {
+        if (matvec_early() == 4) return launch_shaped<T, 4>(w, x, xq, xd, xs, y, accumulate, shape, s);
+    }
+    launch_shaped<T, 0>(w, x, xq, xd, xs, y, accumulate, shape, s);
 }
 
 // Per family (defined in its .cu file).

@@ -1,5 +1,7 @@
 // Decode matrix-vector dispatch (block shape per matrix), the Q8_0/Q4_0 instantiations, and the embedding
 // gather. Kernels: matvec-common.cuh.
+#include <cstdlib>
+
 #include "backends/cuda/matvec-common.cuh"
 
 namespace memtile::cuda {
@@ -8,7 +10,7 @@ namespace detail {
 void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
     if (w.type == dtype::q8_0)
-        launch_shaped<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        launch_early<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
     else
         launch_shaped<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
 }
@@ -72,7 +74,31 @@ __global__ void embed_kernel(gpu_weight w, const int32_t* token, float* x) {
 
 matvec_shape g_forced_shape{};
 
+// set_matvec_early / MEMTILE_CUDA_EARLY: read at every launch, so a decoder's graph keeps the level set when it was
+// captured.
+bool g_early_set = false;
+int g_early = 4;
+
 }  // namespace
+
+namespace detail {
+
+int matvec_early() {
+    if (!g_early_set) {
+        if (const char* env = std::getenv("MEMTILE_CUDA_EARLY")) g_early = int(std::strtol(env, nullptr, 10));
+        g_early_set = true;
+    }
+    return g_early;
+}
+
+}  // namespace detail
+
+// Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
+void set_matvec_early(int level);
+void set_matvec_early(int level) {
+    detail::matvec_early();
+    g_early = level;
+}
 
 void force_matvec_shape(matvec_shape shape) {
     g_forced_shape = shape;
