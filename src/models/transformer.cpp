@@ -115,12 +115,15 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
     const bool releasable = g->file().is_mmapped() && !o.load.mlock;
     const bool repack = o.repack == repack_mode::on || (o.repack == repack_mode::automatic && releasable);
     const cpu::prepare_options po{repack, repack && g->file().is_mmapped(), pool};
-    auto weight = [&](const std::string& name) {
+    const bool cpu_output = o.cpu_layers >= m->cfg_.n_layer;
+    // layer: the tensor's layer, -1 for the output matrix.
+    auto weight = [&](const std::string& name, int layer) {
         const auto* t = g->find_tensor(name);
         if (!can_dequantize(t->type))
             fail("model", "{}: tensor '{}' has type {}, which memtile cannot compute with", g->path(), name,
                  dtype_name(t->type));
-        return cpu::prepare_weight(view_of(*t), po);
+        const bool on_cpu = layer >= 0 ? uint32_t(layer) < o.cpu_layers : cpu_output;
+        return cpu::prepare_weight(view_of(*t), on_cpu ? po : cpu::prepare_options{});
     };
     m->layers_.resize(m->cfg_.n_layer);
     for (const auto& spec : tensor_table(m->cfg_)) {
@@ -130,26 +133,26 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         switch (spec.role) {
             case tensor_role::token_embd: m->tok_embd_ = view_of(*t); break;
             case tensor_role::output_norm: m->output_norm_ = to_f32(*t); break;
-            case tensor_role::output: m->output_ = weight(spec.name); break;
+            case tensor_role::output: m->output_ = weight(spec.name, spec.layer); break;
             case tensor_role::rope_freqs: m->rope_factors_ = to_f32(*t); break;
             case tensor_role::attn_norm: L->attn_norm = to_f32(*t); break;
             case tensor_role::ffn_norm: L->ffn_norm = to_f32(*t); break;
             case tensor_role::attn_q_bias: L->bq = to_f32(*t); break;
             case tensor_role::attn_k_bias: L->bk = to_f32(*t); break;
             case tensor_role::attn_v_bias: L->bv = to_f32(*t); break;
-            case tensor_role::attn_q: L->wq = weight(spec.name); break;
-            case tensor_role::attn_k: L->wk = weight(spec.name); break;
-            case tensor_role::attn_v: L->wv = weight(spec.name); break;
-            case tensor_role::attn_qkv: L->wqkv = weight(spec.name); break;
-            case tensor_role::attn_output: L->wo = weight(spec.name); break;
-            case tensor_role::ffn_gate: L->w_gate = weight(spec.name); break;
-            case tensor_role::ffn_up: L->w_up = weight(spec.name); break;
-            case tensor_role::ffn_down: L->w_down = weight(spec.name); break;
+            case tensor_role::attn_q: L->wq = weight(spec.name, spec.layer); break;
+            case tensor_role::attn_k: L->wk = weight(spec.name, spec.layer); break;
+            case tensor_role::attn_v: L->wv = weight(spec.name, spec.layer); break;
+            case tensor_role::attn_qkv: L->wqkv = weight(spec.name, spec.layer); break;
+            case tensor_role::attn_output: L->wo = weight(spec.name, spec.layer); break;
+            case tensor_role::ffn_gate: L->w_gate = weight(spec.name, spec.layer); break;
+            case tensor_role::ffn_up: L->w_up = weight(spec.name, spec.layer); break;
+            case tensor_role::ffn_down: L->w_down = weight(spec.name, spec.layer); break;
         }
     }
     if (!can_dequantize(m->tok_embd_.type))
         fail("model", "{}: token_embd.weight has unsupported type {}", g->path(), dtype_name(m->tok_embd_.type));
-    if (!m->output_) m->output_ = cpu::prepare_weight(m->tok_embd_, po);  // tied embeddings
+    if (!m->output_) m->output_ = cpu::prepare_weight(m->tok_embd_, cpu_output ? po : cpu::prepare_options{});  // tied
     return m;
 }
 

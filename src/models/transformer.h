@@ -47,6 +47,9 @@ enum class repack_mode { off, on, automatic };
 struct model_options {
     load_options load;  // mmap / no-mmap / mlock / prefault
     repack_mode repack = repack_mode::off;
+    // Layers [0, cpu_layers) are computed by the CPU engine (--gpu-layers: the GPU runs the others and the output
+    // from the file's bytes); only their matrices are repacked, so the GPU's share holds no packed host copy.
+    uint32_t cpu_layers = UINT32_MAX;
 };
 
 // The CLI spelling ("off", "on", "auto") and back; parse throws memtile::error on anything else.

@@ -87,10 +87,15 @@ private:
 // continues from each token's hidden state through the remaining layers and the output. The prompt is one CPU
 // batch, then one GPU step per token.
 class split_executor final : public executor {
+    static model_options cpu_share(model_options m, uint32_t cpu_layers) {
+        m.cpu_layers = cpu_layers;
+        return m;
+    }
+
 public:
     split_executor(const std::string& path, const executor_options& o, uint32_t cpu_layers)
         : pool_(executor_threads(o), o.cpus),
-          model_(transformer::load(path, o.model, &pool_)),
+          model_(transformer::load(path, cpu_share(o.model, cpu_layers), &pool_)),
           ctx_(*model_, context_size(o.n_ctx, model_->config().n_ctx_train), o.kv_type, pool_),
           cpu_layers_(cpu_layers) {
         cuda::require_device();

@@ -141,6 +141,35 @@ TEST(repack, auto_mode_follows_the_memory_mode) {
     EXPECT_THROW(parse_repack_mode("yes"), error);
 }
 
+TEST(repack, only_the_cpu_layers_are_packed_with_gpu_layers) {
+    {
+        const std::vector<uint8_t> bytes(size_t(row_bytes(dtype::q8_0, 32)) * 8, 0);
+        const weight_view w{dtype::q8_0, bytes.data(), 32, 8, size_t(row_bytes(dtype::q8_0, 32))};
+        if (prepare_weight(w, {.repack = true})->streamed().data() == bytes.data()) GTEST_SKIP() << "no x8 kernels";
+    }
+    // --gpu-layers: the CPU engine computes layers [0, cpu_layers); the GPU's layers and the output stay unpacked.
+    const std::string path = test::shared_path("quant/tiny-llama-Q8_0.gguf");
+    const auto packed = [&path](uint32_t cpu_layers) {
+        model_options mo;
+        mo.repack = repack_mode::on;
+        mo.cpu_layers = cpu_layers;
+        thread_pool pool(2);
+        const auto m = transformer::load(path, mo, &pool);
+        const auto file = m->file().file().bytes();
+        int n = 0;
+        for (const auto& s : m->streamed_weights())
+            n += s.data() < file.data() || s.data() >= file.data() + file.size();
+        return std::pair{n, m->config().n_layer};
+    };
+    const auto [all, n_layer] = packed(UINT32_MAX);
+    ASSERT_GE(n_layer, 2u);
+    const int one = packed(1).first;
+    EXPECT_GT(one, 0);
+    EXPECT_LT(one, all);
+    EXPECT_EQ(packed(0).first, 0);
+    EXPECT_EQ(packed(n_layer).first, all);
+}
+
 TEST(repack, released_tied_embedding_rows_read_back_the_same) {
     // Tied embeddings (tiny-llama3) at Q8_0 with repack on: mapped, the gather returns the table's pages after
     // each step (release_rows); read into memory (--no-mmap), nothing is released. Same logits bit for bit,
