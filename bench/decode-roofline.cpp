@@ -29,6 +29,7 @@
 
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
+#include "int-list.h"
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
 #include "observe/memory-model.h"
@@ -41,18 +42,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-std::vector<int> parse_list(const std::string& s) {
-    std::vector<int> v;
-    size_t a = 0;
-    while (a < s.size()) {
-        size_t b = s.find(',', a);
-        if (b == std::string::npos) b = s.size();
-        v.push_back(std::stoi(s.substr(a, b - a)));
-        a = b + 1;
-    }
-    return v;
 }
 
 std::vector<int32_t> tokens(int n, uint32_t vocab) {

@@ -17,23 +17,12 @@
 #include <vector>
 
 #include "core/thread-pool.h"
+#include "int-list.h"
 #include "observe/read-variants.h"
 
 using namespace memtile;
 
 namespace {
-
-std::vector<int> parse_list(const std::string& s) {
-    std::vector<int> v;
-    size_t a = 0;
-    while (a < s.size()) {
-        size_t b = s.find(',', a);
-        if (b == std::string::npos) b = s.size();
-        v.push_back(std::stoi(s.substr(a, b - a)));
-        a = b + 1;
-    }
-    return v;
-}
 
 // Where the buffer's pages are in guest-physical memory (/proc/self/pagemap, needs root for the frame numbers):
 // "a-b GiB (median m)" over one sample per 2 MiB; empty when unreadable. The rate of a fresh buffer may follow

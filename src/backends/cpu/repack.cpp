@@ -18,6 +18,20 @@ namespace {
 constexpr size_t k_q4_k_bytes = 1184, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696, k_q8_0_pair_bytes = 544,
                  k_q4_0_pair_bytes = 288;
 
+// Row r's unpacked 6-bit scales and mins (bytes) and its d and dmin in the x8 Q4_K/Q5_K super-block o: the same in
+// both packers (plain byte moves; the oracle's independence lies in the levels).
+template <class Block>
+void put_scales_mins(const Block& b, int r, uint8_t* o) {
+    for (int s = 0; s < 8; s++) {
+        uint8_t sc, mn;
+        unpack_scale_min_k4(b.scales, s, sc, mn);
+        o[s * 8 + r] = sc;
+        o[64 + (s / 2) * 16 + r * 2 + s % 2] = mn;
+    }
+    std::memcpy(o + 128 + 2 * r, &b.d, 2);
+    std::memcpy(o + 144 + 2 * r, &b.dmin, 2);
+}
+
 namespace ref {
 
 // The low 4 bits of the 256 levels of a super-block of row r as nibble vectors [8 s][4 v][8 r][4 k], vector
@@ -70,14 +84,7 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                             o[160 + 160 * s + 128 + r * 4 + k] |=
                                 uint8_t((level(e) >> 4) << (2 * v) | (level(e + 4) >> 4) << (2 * v + 1));
                         }
-            for (int s = 0; s < 8; s++) {
-                uint8_t sc, mn;
-                unpack_scale_min_k4(b.scales, s, sc, mn);
-                o[s * 8 + r] = sc;
-                o[64 + (s / 2) * 16 + r * 2 + s % 2] = mn;
-            }
-            std::memcpy(o + 128 + 2 * r, &b.d, 2);
-            std::memcpy(o + 144 + 2 * r, &b.dmin, 2);
+            put_scales_mins(b, r, o);
         }
     }
 }
@@ -200,14 +207,7 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                     }
                     store32(o + 160 + 160 * s + 128 + 4 * r, acc);
                 }
-            for (int s = 0; s < 8; s++) {
-                uint8_t sc, mn;
-                unpack_scale_min_k4(b.scales, s, sc, mn);
-                o[s * 8 + r] = sc;
-                o[64 + (s / 2) * 16 + r * 2 + s % 2] = mn;
-            }
-            std::memcpy(o + 128 + 2 * r, &b.d, 2);
-            std::memcpy(o + 144 + 2 * r, &b.dmin, 2);
+            put_scales_mins(b, r, o);
         }
     }
 }

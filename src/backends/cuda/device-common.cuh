@@ -43,14 +43,14 @@ __device__ __forceinline__ void warp_argmax(float& best, int& idx) {
         }
     }
 }
-// The block's largest value of logits[0, n) and its lowest index, returned in thread 0 (0 when n == 0 or
-// every value is NaN); blockDim.x a multiple of 32, at most 1024.
-__device__ __forceinline__ int block_argmax(const float* logits, int n) {
+// The block's largest value of logits[b, e) and its lowest index (idx 0x7fffffff when the range is empty or every
+// value is NaN), valid in thread 0; blockDim.x a multiple of 32, at most 1024.
+__device__ __forceinline__ void block_argmax_range(const float* logits, int b, int e, float& best, int& idx) {
     __shared__ float bv[32];
     __shared__ int bi[32];
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    best = -INFINITY;
+    idx = 0x7fffffff;
+    for (int i = b + int(threadIdx.x); i < e; i += blockDim.x) {
         const float v = logits[i];
         if (v > best) {  // strided scan: earlier indices first, so ">" keeps the lowest index of equal values
             best = v;
@@ -69,6 +69,13 @@ __device__ __forceinline__ int block_argmax(const float* logits, int n) {
         idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
         warp_argmax(best, idx);
     }
+}
+// The index of the block's largest value of logits[0, n) (lowest on ties), in thread 0; 0 when n == 0 or every
+// value is NaN.
+__device__ __forceinline__ int block_argmax(const float* logits, int n) {
+    float best;
+    int idx;
+    block_argmax_range(logits, 0, n, best, idx);
     return idx == 0x7fffffff ? 0 : idx;
 }
 __device__ __forceinline__ int word(const int4& v, int i) {

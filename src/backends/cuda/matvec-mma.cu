@@ -117,6 +117,32 @@ __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
     return pack_half2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
+// The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
+// of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
+template <int NT>
+__device__ __forceinline__ void store_warp_tiles(const float (&acc)[NT][4], int warp, int lane, int64_t row0,
+                                                 int64_t n_out, int nb, float* y, int64_t y_stride, int accumulate) {
+    __shared__ float red[k_warps][32][NT * 4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
+        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
+        float v = 0;
+#pragma unroll
+        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
+        const int gg = ln >> 2, tt = ln & 3;
+        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
+        const int col = nt * 8 + 2 * tt + (i & 1);
+        if (row < n_out && col < nb) {
+            float* yp = y + int64_t(col) * y_stride + row;
+            *yp = accumulate ? *yp + v : v;
+        }
+    }
+}
+
 // Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32;
 // Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp. RW (Q8_0, Q4_0, F16, BF16): a unit is
 // 64 bytes of each row, each lane loads 16 contiguous bytes of its two rows (a quad: 64 bytes of one row, so a
@@ -593,26 +619,7 @@ __global__ void __launch_bounds__(32 * k_warps)
         }
     }
 
-    // Sum the warps' partial tiles: red[warp][lane][NT * 4].
-    __shared__ float red[k_warps][32][NT * 4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
-    __syncthreads();
-    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
-        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
-        float v = 0;
-#pragma unroll
-        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
-        const int gg = ln >> 2, tt = ln & 3;
-        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
-        const int col = nt * 8 + 2 * tt + (i & 1);
-        if (row < w.n_out && col < nb) {
-            float* yp = y + int64_t(col) * y_stride + row;
-            *yp = accumulate ? *yp + v : v;
-        }
-    }
+    store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
 
 // Pipelined kernels (Q4_K, Q8_0, Q4_0): each warp streams its units (16 rows x QB quant bytes plus their row scales)
@@ -894,26 +901,7 @@ __global__ void __launch_bounds__(32 * k_warps, MB)
         __syncwarp();  // every lane's ldmatrix of this stage is done before a later issue() refills it
     }
 
-    // Sum the warps' partial tiles: red[warp][lane][NT * 4] (the previous kernels' order).
-    __shared__ float red[k_warps][32][NT * 4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
-    __syncthreads();
-    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
-        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
-        float v = 0;
-#pragma unroll
-        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
-        const int gg = ln >> 2, tt = ln & 3;
-        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
-        const int col = nt * 8 + 2 * tt + (i & 1);
-        if (row < w.n_out && col < nb) {
-            float* yp = y + int64_t(col) * y_stride + row;
-            *yp = accumulate ? *yp + v : v;
-        }
-    }
+    store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
 
 template <dtype T, int NT, int S, int MB, bool ALT>

@@ -229,33 +229,12 @@ __global__ void argmax_slices_kernel(const float* logits_all, int n, float* part
     griddep_launch();
     const int r = blockIdx.y, p = blockIdx.x;
     const int len = (n + k_argmax_slices - 1) / k_argmax_slices, b = p * len, e = min(n, b + len);
-    const float* logits = logits_all + int64_t(r) * n;
-    __shared__ float bv[32];
-    __shared__ int bi[32];
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = b + int(threadIdx.x); i < e; i += blockDim.x) {
-        const float v = logits[i];
-        if (v > best) {  // strided scan: earlier indices first, so ">" keeps the lowest index of equal values
-            best = v;
-            idx = i;
-        }
-    }
-    warp_argmax(best, idx);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) {
-        bv[warp] = best;
-        bi[warp] = idx;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < int(blockDim.x >> 5) ? bv[lane] : -INFINITY;
-        idx = lane < int(blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-        warp_argmax(best, idx);
-        if (lane == 0) {
-            part_v[r * k_argmax_slices + p] = best;
-            part_i[r * k_argmax_slices + p] = idx;
-        }
+    float best;
+    int idx;
+    block_argmax_range(logits_all + int64_t(r) * n, b, e, best, idx);
+    if (threadIdx.x == 0) {
+        part_v[r * k_argmax_slices + p] = best;
+        part_i[r * k_argmax_slices + p] = idx;
     }
 }
 __global__ void argmax_merge_kernel(const float* part_v, const int* part_i, int32_t* token, int32_t* pos,
