@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include "backends/cuda/cuda-backend.h"
@@ -28,6 +30,23 @@ TEST(cuda_backend, require_device_names_the_reason) {
     } catch (const error& e) {
         EXPECT_NE(std::string(e.what()).find("[cuda]"), std::string::npos) << e.what();
     }
+}
+
+bool libcublas_mapped() {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line))
+        if (line.find("libcublas") != std::string::npos) return true;
+    return false;
+}
+
+// cuBLAS is loaded on first use, not linked: a process that has not run a GPU prefill does not map it (linked, it
+// made ~145 MB resident in CPU runs). Needs the toolkit's libcublas, no device.
+TEST(cuda_backend, cublas_is_loaded_on_first_use) {
+    if (!cuda::compiled()) GTEST_SKIP() << "CUDA backend not compiled in";
+    if (!have_device()) EXPECT_FALSE(libcublas_mapped()) << "libcublas mapped before any GPU work";
+    ASSERT_NO_THROW(cuda::load_blas());
+    EXPECT_TRUE(libcublas_mapped());
 }
 
 // Each matvec kernel against the CPU engine's matmul on the same GGUF rows: both quantize the activations

@@ -34,6 +34,9 @@ bool compiled();
 int device_count();                // 0 when not compiled in, no driver or no device
 std::string device_description();  // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)" or why none is usable
 void require_device();             // throws memtile::error ("cuda") naming the reason when none is usable
+// Loads cuBLAS (dlopen on first use: processes that never run a GPU prefill do not map it); needs no device.
+// Throws memtile::error ("cuda") naming the library when it or an entry point is missing.
+void load_blas();
 
 struct bandwidth_probe {
     double hbm_read_gbs = 0;  // streaming read of a 4 GiB buffer (16-byte loads), median of several passes

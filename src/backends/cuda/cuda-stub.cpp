@@ -21,6 +21,9 @@ std::string device_description() {
 void require_device() {
     not_compiled();
 }
+void load_blas() {
+    not_compiled();
+}
 bandwidth_probe probe_bandwidth() {
     not_compiled();
 }

@@ -1,6 +1,5 @@
 // The prefill pass (one sequence, many tokens: GEMMs on tensor cores through cuBLAS) and the batched decoder
 // (B sequences, one token each: skinny products that read every weight once per step, in a CUDA graph per B).
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "backends/cuda/blas-loader.h"
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/prefill-kernels.h"
@@ -19,10 +19,6 @@ namespace memtile::cuda {
 namespace {
 
 prefill_options g_options;
-
-void check_blas(cublasStatus_t e, const char* what) {
-    if (e != CUBLAS_STATUS_SUCCESS) fail("cuda", "{} failed: cuBLAS status {}", what, int(e));
-}
 
 // Device allocations freed together.
 class device_arena {
@@ -68,7 +64,7 @@ prefill_options get_prefill_options() {
 struct prefill_pass::impl {
     model_view m;
     cudaStream_t stream = nullptr;
-    cublasHandle_t blas = nullptr;
+    cublasHandle_t blas_handle = nullptr;
     device_arena arena;
     int capacity = 0;  // tokens the buffers hold (multiple of 64)
     int32_t* tokens = nullptr;
@@ -127,9 +123,9 @@ struct prefill_pass::impl {
         const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
         auto one = [&](const void* A, int64_t rows, float* C) {
             // Column-major view: C^T [rows, n] = A^T (A: [n_in, rows] col-major = W rows) x X^T [n_in, n].
-            check_blas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(w.n_in), &alpha, A, CUDA_R_16F,
-                                    int(w.n_in), X, CUDA_R_16F, int(w.n_in), &beta, C, CUDA_R_32F, int(ldy),
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            check_blas(blas().gemm_ex(blas_handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(w.n_in), &alpha, A,
+                                      CUDA_R_16F, int(w.n_in), X, CUDA_R_16F, int(w.n_in), &beta, C, CUDA_R_32F,
+                                      int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        "cublasGemmEx");
         };
         if (w.type == dtype::f16) {
@@ -179,12 +175,12 @@ struct prefill_pass::impl {
 prefill_pass::prefill_pass(const model_view& m, cudaStream_t s) : p_(std::make_unique<impl>()) {
     p_->m = m;
     p_->stream = s;
-    check_blas(cublasCreate(&p_->blas), "cublasCreate");
-    check_blas(cublasSetStream(p_->blas, s), "cublasSetStream");
+    check_blas(blas().create(&p_->blas_handle), "cublasCreate");
+    check_blas(blas().set_stream(p_->blas_handle, s), "cublasSetStream");
 }
 
 prefill_pass::~prefill_pass() {
-    if (p_->blas) cublasDestroy(p_->blas);
+    if (p_->blas_handle) blas().destroy(p_->blas_handle);
 }
 
 bool prefill_pass::supported(const model_view& m) {
@@ -539,7 +535,7 @@ double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
     check(cudaMemset(w, 0, size_t(n_in * n_out) * 2), "cudaMemset");
     check(cudaMemset(x, 0, size_t(n_in) * size_t(n_tok) * 2), "cudaMemset");
     cublasHandle_t h = nullptr;
-    check_blas(cublasCreate(&h), "cublasCreate");
+    check_blas(blas().create(&h), "cublasCreate");
     cudaEvent_t a, b;
     check(cudaEventCreate(&a), "cudaEventCreate");
     check(cudaEventCreate(&b), "cudaEventCreate");
@@ -547,9 +543,9 @@ double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
     std::vector<double> tf;
     for (int r = 0; r < reps + 2; r++) {
         cudaEventRecord(a);
-        check_blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), n_tok, int(n_in), &alpha, w, CUDA_R_16F,
-                                int(n_in), x, CUDA_R_16F, int(n_in), &beta, y, CUDA_R_32F, int(n_out),
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        check_blas(blas().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), n_tok, int(n_in), &alpha, w, CUDA_R_16F,
+                                  int(n_in), x, CUDA_R_16F, int(n_in), &beta, y, CUDA_R_32F, int(n_out),
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx");
         cudaEventRecord(b);
         check(cudaEventSynchronize(b), "gemm");
@@ -559,7 +555,7 @@ double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    cublasDestroy(h);
+    blas().destroy(h);
     std::sort(tf.begin(), tf.end());
     return tf[tf.size() / 2];
 }
