@@ -44,7 +44,9 @@ bool libcublas_mapped() {
 // made ~145 MB resident in CPU runs). Needs the toolkit's libcublas, no device.
 TEST(cuda_backend, cublas_is_loaded_on_first_use) {
     if (!cuda::compiled()) GTEST_SKIP() << "CUDA backend not compiled in";
-    if (!have_device()) EXPECT_FALSE(libcublas_mapped()) << "libcublas mapped before any GPU work";
+    if (!have_device()) {
+        EXPECT_FALSE(libcublas_mapped()) << "libcublas mapped before any GPU work";
+    }
     ASSERT_NO_THROW(cuda::load_blas());
     EXPECT_TRUE(libcublas_mapped());
 }
