@@ -143,6 +143,10 @@ public:
         freq_ = upload_f32(freq);
         if (vecs.count("rope_freqs.weight")) factors_ = upload_f32(vecs["rope_freqs.weight"]);
         allocate_state();
+        // The prefill pass's cuBLAS handle is made here, at load: creating it loads libcublasLt (~0.1 s), which
+        // the first prompt's time to first token would otherwise carry.
+        if (!first_layer_ && prefill_pass::supported(view()))
+            prefill_ = std::make_unique<prefill_pass>(view(), stream_);
     }
 
     const model_config& config() const override { return cfg_; }
