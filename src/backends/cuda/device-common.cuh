@@ -1,6 +1,7 @@
 // Device helpers shared by the CUDA translation units (decode step, prefill pass, batched decode): loads,
 // warp reductions, byte access into 16-byte vectors, the K-quant 6-bit scale/min unpacking, and the split-K
-// decode attention body. One copy, so that the batch-1 and batched paths keep the same arithmetic.
+// attention merge. One copy, so that the batch-1 and batched paths keep the same arithmetic (the split-K attention
+// body, used by both through ops.cu's kernels, is in ops.cu).
 #pragma once
 
 #include <cuda_fp16.h>
