@@ -4,7 +4,7 @@
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
-//                               [--early-bench "LEVEL;LEVEL;..."]
+//                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,7 +118,7 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
     try {
         std::vector<std::vector<float>> out[2];
         for (int k = 0; k < 2; k++) {
-            cuda::set_decode_fusion(k == 0 ? 0u : 2u);
+            cuda::set_decode_fusion(k == 0 ? 0u : cuda::k_decode_fusion_all);
             auto d = cuda::decoder::load(gguf_file::open(path), 512);
             const int nv = int(d->config().n_vocab);
             for (int i = 0; i < 16; i++) {
@@ -126,7 +126,7 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
                 out[k].emplace_back(l.begin(), l.end());
             }
         }
-        cuda::set_decode_fusion(2);
+        cuda::set_decode_fusion(cuda::k_decode_fusion_default);
         int differ = 0;
         for (size_t i = 0; i < out[0].size(); i++)
             if (std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) != 0) differ++;
@@ -134,7 +134,7 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
                                         "expected)",
                                         name, differ));
     } catch (const std::exception& e) {
-        cuda::set_decode_fusion(2);
+        cuda::set_decode_fusion(cuda::k_decode_fusion_default);
         report(false, fmt::format("fusion bits {}: {}", name, e.what()));
     }
 }
@@ -514,29 +514,40 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
-// Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type without and with them (twice each, for the
-// drift within the run), then the batched step at B=8 (which does not use them) against the single-sequence graph.
-void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
+// Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with each mask of `masks` (default "0;2";
+// the list run twice, alternated, for the drift within the run), then the batched step at B=8 (which does not use
+// them) against the single-sequence graph of the first and last mask.
+void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks) {
     const auto& preset = find_preset("llama3-8b");
+    std::vector<unsigned> list;
+    for (size_t a = 0; a < masks.size();) {
+        const size_t b = std::min(masks.find(';', a), masks.size());
+        list.push_back(unsigned(std::strtoul(masks.substr(a, b - a).c_str(), nullptr, 0)));
+        a = b + 1;
+    }
+    if (list.empty()) list = {0u, 2u};
     fmt::print(
-        "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16 (fuse 2: attention merge in the "
-        "attention kernel; none and with it twice each):\n");
+        "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s (masks of "
+        "set_decode_fusion, the list twice):\n",
+        bw.hbm_read_gbs);
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
     for (file_type ft : fts) {
-        if (!only.empty() && only != file_type_name(ft)) continue;
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
         try {
-            for (unsigned v : {0u, 2u, 0u, 2u}) {
-                cuda::set_decode_fusion(v);
-                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
-                const int n = 128, warm = 16;
-                const double s = d->bench_decode(n, warm, 1);
-                const double tps = n / s, bytes = double(d->streamed_bytes_per_token());
-                const double limit = bw.hbm_read_gbs * 1e9 / bytes;
-                fmt::print("  {:<7} fuse {:2} tg{} {:7.1f} tok/s  {:7.1f} us/token  {:5.2f} us/layer  ratio {:.3f}\n",
-                           file_type_name(ft), v, n, tps, 1e6 / tps, 1e6 / tps / preset.config.n_layer, tps / limit);
-                std::fflush(stdout);
-            }
-            for (unsigned v : {0u, 2u}) {
+            for (int pass = 0; pass < 2; pass++)
+                for (unsigned v : list) {
+                    cuda::set_decode_fusion(v);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const int n = 128, warm = 16;
+                    const double s = d->bench_decode(n, warm, 1);
+                    const double tps = n / s, bytes = double(d->streamed_bytes_per_token());
+                    const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                    fmt::print(
+                        "  {:<7} fuse {:2} tg{} {:7.1f} tok/s  {:7.1f} us/token  {:5.2f} us/layer  ratio {:.3f}\n",
+                        file_type_name(ft), v, n, tps, 1e6 / tps, 1e6 / tps / preset.config.n_layer, tps / limit);
+                    std::fflush(stdout);
+                }
+            for (unsigned v : {list.front(), list.back()}) {
                 cuda::set_decode_fusion(v);
                 auto d = cuda::decoder::random(preset.config, ft, 512, 11);
                 const double single = 128 / d->bench_decode(128, 16, 1);
@@ -550,7 +561,7 @@ void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only) {
             report(false, fmt::format("bench fusion {}: {}", file_type_name(ft), e.what()));
         }
     }
-    cuda::set_decode_fusion(2);
+    cuda::set_decode_fusion(cuda::k_decode_fusion_default);
 }
 
 // Weight loads before the PDL wait (cuda::set_matvec_early) in the decode step: tg128 of each file type at each listed
@@ -876,7 +887,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels;
+    std::string only, early_levels, fusion_masks;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -907,7 +918,10 @@ int main(int argc, char** argv) {
             sampling_only = true;
         else if (a == "--fusion-bench")
             fusion_bench = true;
-        else if (a == "--q6-bench")
+        else if (a == "--fusion-masks" && i + 1 < argc) {
+            fusion_bench = true;
+            fusion_masks = argv[++i];
+        } else if (a == "--q6-bench")
             q6_bench = true;
         else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
@@ -1016,7 +1030,7 @@ int main(int argc, char** argv) {
         } else if (q6_bench) {
             bench_q6(bw, sweep);
         } else if (fusion_bench) {
-            bench_fusion(bw, only);
+            bench_fusion(bw, only, fusion_masks);
         } else if (batch_bench) {
             bench_batch_decode(only);
         } else {

@@ -43,4 +43,9 @@ inline int consumers_q_block(const std::vector<view_part>& consumers) {
     return 32;
 }
 
+// Key ranges of the split-K decode attention for a context of n_ctx positions (the single-sequence and batched steps
+// use the same count, so that a batch of one equals the single step): n_ctx / 128 in 1..32, or MEMTILE_CUDA_SPLITS
+// when set (1..32; A/B benchmarks). Defined in decoder.cpp.
+int attention_splits(uint32_t n_ctx);
+
 }  // namespace memtile::cuda

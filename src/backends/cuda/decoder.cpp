@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
+#include "backends/cuda/matvec-fused.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -34,9 +35,9 @@ struct source {
 using part = view_part;
 using layer_weights = layer_view;
 
-// Fusions of the decode step (bits of set_decode_fusion / MEMTILE_CUDA_FUSE): read when a graph is captured.
+// Fusions of the decode step (bits of set_decode_fusion / MEMTILE_CUDA_FUSE, record()): read when a graph is captured.
 bool g_fusion_set = false;
-unsigned g_fusion = 2;
+unsigned g_fusion = k_decode_fusion_default;
 
 unsigned decode_fusion() {
     if (!g_fusion_set) {
@@ -377,7 +378,7 @@ private:
         logits_ = static_cast<float*>(alloc(size_t(V) * 4));
         argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
-        n_split_ = int(std::clamp<uint32_t>(n_ctx_ / 128, 1, 32));
+        n_split_ = attention_splits(n_ctx_);
         partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
         // Caches of the GPU's layers only: layer il at (il - first_layer_) * layer_kv.
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV), gpu_layers = c.n_layer - first_layer_;
@@ -409,10 +410,20 @@ private:
         return 32;
     }
 
-    // The decode step, in stream order (captured once into the graph). With decode_fusion() bit 2 the attention
-    // merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that was measured
-    // faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads per
-    // chunk) the separate merge kernel was faster (docs/cuda.md).
+    // xq_ where a consumer of an activation reads it quantized, else null: the float formats read the f32 activation,
+    // so the norms and SwiGLU skip quantizing it for them.
+    int8_t* xq_for(const std::vector<part>& consumers) const {
+        for (const auto& p : consumers)
+            if (matvec_uses_int8(p.w.type)) return xq_;
+        return nullptr;
+    }
+
+    // The decode step, in stream order (captured once into the graph). decode_fusion() bits:
+    // 2: the attention merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that
+    // was measured faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads
+    // per chunk) the separate merge kernel was faster (docs/cuda.md).
+    // 4: SwiGLU in the epilogue of an F16/BF16 gate/up product (launch_matvec_glu, bit-equal) where the down matrix
+    // reads f32 (F16/BF16/F32 down); the quantized down matrices need their input quantized in groups of 32 or 256.
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -423,12 +434,12 @@ private:
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
-        const bool fuse_merge = decode_fusion() & 2;
+        const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
-            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_, xd_, xs_, s);
+            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
@@ -437,12 +448,20 @@ private:
                                          att_, wo_qb, xq_, xd_, xs_, s)))
                 launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
-            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_, xd_, xs_, s);
+            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
+                            s);
+            if (fuse_glu && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * F &&
+                matvec_glu_supported(L.gate_up[0].w) && !matvec_uses_int8(L.down.type)) {
+                launch_matvec_glu(L.gate_up[0].w, xn_, gu_, s);  // h [F] into gu_: xn_ is still being read
+                launch_matvec(L.down, gu_, xq_, xd_, xs_, x_, true, s);
+                continue;
+            }
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
-            launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_, xd_, xs_, s);
+            launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_for({{L.down, 0}}), xd_, xs_, s);
             launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
         }
-        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_, xd_, xs_, s);
+        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_for({{output_, 0}}), xd_,
+                        xs_, s);
         launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
         launch_argmax(logits_, int(c.n_vocab), token, pos, argmax_scratch_, s);
     }
@@ -513,6 +532,14 @@ source source_of(const gguf_tensor_info& t) {
 
 bool compiled() {
     return true;
+}
+
+int attention_splits(uint32_t n_ctx) {
+    if (const char* env = std::getenv("MEMTILE_CUDA_SPLITS")) {
+        const int v = int(std::strtol(env, nullptr, 10));
+        if (v >= 1 && v <= 32) return v;
+    }
+    return int(std::clamp<uint32_t>(n_ctx / 128, 1, 32));
 }
 
 void set_decode_fusion(unsigned mask) {

@@ -1,6 +1,7 @@
 // Device helpers shared by the CUDA translation units (decode step, prefill pass, batched decode): loads,
 // warp reductions, byte access into 16-byte vectors, the K-quant 6-bit scale/min unpacking, and the split-K
-// decode attention body. One copy, so that the batch-1 and batched paths keep the same arithmetic.
+// attention merge. One copy, so that the batch-1 and batched paths keep the same arithmetic (the split-K attention
+// body, used by both through ops.cu's kernels, is in ops.cu).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -235,71 +236,6 @@ __device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned e
 }
 
 constexpr int k_attn_warps = 4;
-
-// Split-K decode attention of one (head h, key range `split` of n_split) for one query q ([n_head * hd] f32):
-// the block's 4 warps take keys j = j0 + warp + 4m of [0, n_keys); lane holds dims lane + 32i (i < ND) of q,
-// k, v and the accumulator; online softmax per warp, then the warps' states are merged through shared memory
-// into partial[(h * n_split + split)] = (m, l, acc[hd]).
-template <int ND>
-__device__ __forceinline__ void attn_partial_block(const float* q, const __half* kc, const __half* vc, int n_head,
-                                                   int n_head_kv, int hd, int n_keys, int h, int split, int n_split,
-                                                   float* partial) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int chunk = (n_keys + n_split - 1) / n_split;
-    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
-    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
-    const float scale = rsqrtf(float(hd));
-    float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
-        acc[i] = 0;
-    }
-    float m = -INFINITY, l = 0;
-    for (int j = j0 + warp; j < j1; j += k_attn_warps) {
-        const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
-        const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-        float s = 0, vv[ND];
-#pragma unroll
-        for (int i = 0; i < ND; i++) {
-            const int d = lane + 32 * i;
-            s += d < hd ? qr[i] * __half2float(kr[d]) : 0.0f;
-            vv[i] = d < hd ? __half2float(vr[d]) : 0.0f;
-        }
-        s = warp_sum(s);
-        const float m_new = fmaxf(m, s);
-        const float corr = expf(m - m_new), p = expf(s - m_new);
-        l = l * corr + p;
-#pragma unroll
-        for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
-        m = m_new;
-    }
-    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
-    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float L = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
-        out[0] = M;
-        out[1] = L;
-    }
-}
 
 // Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]).
 __device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {

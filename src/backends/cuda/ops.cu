@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda-kernels.h"
@@ -172,12 +173,95 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// Split-K decode attention of one (head h, key range `split` of n_split) for one query q ([n_head * hd] f32):
+// the block's 4 warps take keys j = j0 + warp + 4m of [0, n_keys); lane holds dims lane + 32i (i < ND) of q,
+// k, v and the accumulator; online softmax per warp, then the warps' states are merged through shared memory
+// into partial[(h * n_split + split)] = (m, l, acc[hd]). A warp issues the K and V loads of KU keys (j, j + 4, ...,
+// j + 4 (KU - 1)) together before their arithmetic (in key order; the same bits for every KU), so that its keys do
+// not each cost a dependent L2 round trip (docs/cuda.md, "Session 6 (branch gfu)").
+template <int ND, int KU>
+__device__ __forceinline__ void attn_partial_block(const float* q, const __half* kc, const __half* vc, int n_head,
+                                                   int n_head_kv, int hd, int n_keys, int h, int split, int n_split,
+                                                   float* partial) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
+    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
+    const float scale = rsqrtf(float(hd));
+    float qr[ND], acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
+        acc[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
+        __half kh[KU][ND], vh[KU][ND];
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            const int j = jb + u * k_attn_warps;
+            const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
+            const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
+#pragma unroll
+            for (int i = 0; i < ND; i++) {
+                const int d = lane + 32 * i;
+                const bool ok = j < j1 && d < hd;
+                kh[u][i] = ok ? kr[d] : __float2half(0.0f);
+                vh[u][i] = ok ? vr[d] : __float2half(0.0f);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            if (jb + u * k_attn_warps >= j1) break;  // uniform in the warp
+            float s = 0, vv[ND];
+#pragma unroll
+            for (int i = 0; i < ND; i++) {
+                const int d = lane + 32 * i;
+                s += d < hd ? qr[i] * __half2float(kh[u][i]) : 0.0f;
+                vv[i] = d < hd ? __half2float(vh[u][i]) : 0.0f;
+            }
+            s = warp_sum(s);
+            const float m_new = fmaxf(m, s);
+            const float corr = expf(m - m_new), p = expf(s - m_new);
+            l = l * corr + p;
+#pragma unroll
+            for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
+            m = m_new;
+        }
+    }
+    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
+    if (lane == 0) {
+        sm[warp] = m;
+        sl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
+    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
+        out[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        float L = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
+        out[0] = M;
+        out[1] = L;
+    }
+}
+
 // Grid (n_head, n_split, rows), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp +
 // 4m. Lane holds dims lane + 32i (i < ND) of q, k, v and the accumulator; online softmax per warp, then the
 // warps' states are merged through shared memory into partial[(h * n_split + s)] = (m, l, acc[head_dim]).
 // Row r: query q + r * q_stride, caches and position as rope_kv_kernel, partial + r * n_head * n_split *
 // (head_dim + 2).
-template <int ND>
+template <int ND, int KU>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_partial_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
                         int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial) {
@@ -185,16 +269,16 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     griddep_launch();
     const int row = blockIdx.z;
     const int slot = slots ? slots[row] : 0;
-    attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
-                           pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y,
-                           partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
+    attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
+                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y,
+                               partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
 }
 
 // attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
 // chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
 // attn_combine_kernel without its launch, with the same bits. counters: [rows][n_head / hc], zero between
 // launches. hc * hd <= 256, hc <= 32, n_split <= 32 (launch_attention_fused checks).
-template <int ND>
+template <int ND, int KU>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
                       int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
@@ -204,8 +288,8 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     const int row = blockIdx.z, n_split = gridDim.y;
     const int slot = slots ? slots[row] : 0;
     partial += int64_t(row) * n_head * n_split * (hd + 2);
-    attn_partial_block<ND>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv, hd,
-                           pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
+    attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
+                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
     const int chunk = blockIdx.x / hc;
     if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
     // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
@@ -425,6 +509,41 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
     launch_rope_kv_batch(qkv, 1, bias, p, pos, nullptr, 0, k_cache, v_cache, s);
 }
 
+// Keys in flight per attention warp (attn_partial_block's KU): 8 in the single-sequence step, 4 in the batched one
+// (the fastest of 1, 2, 4 and 8 for each: docs/cuda.md, "Session 6 (branch gfu)"; any KU gives the same bits, so a
+// batch of one still equals the single step), or MEMTILE_CUDA_ATTN_KEYS (1, 2, 4 or 8, both steps; A/B benchmarks).
+static int attn_keys(bool batched) {
+    static const int forced = [] {
+        const char* env = std::getenv("MEMTILE_CUDA_ATTN_KEYS");
+        const int v = env ? int(std::strtol(env, nullptr, 10)) : 0;
+        return v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
+    }();
+    return forced ? forced : batched ? 4 : 8;
+}
+
+template <int ND, int KU>
+struct attn_partial_kernel_of {
+    static constexpr auto value = attn_partial_kernel<ND, KU>;
+};
+template <int ND, int KU>
+struct attn_fused_kernel_of {
+    static constexpr auto value = attn_fused_kernel<ND, KU>;
+};
+
+// The instantiation for ND = nd rounded up to 1, 2, 4 or 8 and attn_keys(batched).
+template <template <int, int> class K>
+auto attn_kernel_for(int nd, bool batched) {
+    const int ku = attn_keys(batched);
+    auto pick = [&](auto nd_c) {
+        constexpr int N = decltype(nd_c)::value;
+        return ku == 8 ? K<N, 8>::value : ku == 4 ? K<N, 4>::value : ku == 2 ? K<N, 2>::value : K<N, 1>::value;
+    };
+    return nd <= 1   ? pick(std::integral_constant<int, 1>{})
+           : nd <= 2 ? pick(std::integral_constant<int, 2>{})
+           : nd <= 4 ? pick(std::integral_constant<int, 4>{})
+                     : pick(std::integral_constant<int, 8>{});
+}
+
 static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, const rope_params& p,
                                   const int32_t* pos, const int32_t* slots, int64_t slot_stride,
                                   const uint16_t* k_cache, const uint16_t* v_cache, int n_split, float* partial,
@@ -434,10 +553,7 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
     const int nd = (head_dim + 31) / 32;
-    auto* kernel = nd <= 1   ? attn_partial_kernel<1>
-                   : nd <= 2 ? attn_partial_kernel<2>
-                   : nd <= 4 ? attn_partial_kernel<4>
-                             : attn_partial_kernel<8>;
+    auto* kernel = attn_kernel_for<attn_partial_kernel_of>(nd, slots != nullptr);
     launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
            pos, partial);
     const int n = n_head * head_dim;
@@ -476,10 +592,7 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
     const int nd = (p.head_dim + 31) / 32;
-    auto* kernel = nd <= 1   ? attn_fused_kernel<1>
-                   : nd <= 2 ? attn_fused_kernel<2>
-                   : nd <= 4 ? attn_fused_kernel<4>
-                             : attn_fused_kernel<8>;
+    auto* kernel = attn_kernel_for<attn_fused_kernel_of>(nd, slots != nullptr);
     launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
            p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
            quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);

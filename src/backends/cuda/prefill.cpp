@@ -225,7 +225,7 @@ public:
         xs_ = arena_.get_n<float>(B * size_t(widest / 32 + 1));
         logits_ = arena_.get_n<float>(B * size_t(V));
         argmax_scratch_ = arena_.get_n<float>(size_t(k_argmax_scratch));
-        n_split_ = int(std::clamp<uint32_t>(n_ctx / 128, 1, 32));
+        n_split_ = attention_splits(n_ctx);
         partial_ = arena_.get_n<float>(B * c.n_head * size_t(n_split_) * (c.head_dim + 2));
         layer_kv_ = int64_t(n_ctx) * KV;
         slot_stride_ = layer_kv_ * c.n_layer;
