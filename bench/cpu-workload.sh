@@ -4,6 +4,7 @@
 # pp64, pp512, decode tok/s and the roofline ratio against the best read variant (observe/read-variants.h) measured
 # in the same run, interleaved with the decode repetitions (the plain read of earlier tables is its own column).
 # usage: bench/cpu-workload.sh BUILD_DIR MODELS_DIR [extra bench-decode-roofline flags, e.g. --repack]
+# Then bench/peak-memory.sh: whole-process peak RSS / (file + KV) per model (issue 4's memory target).
 # Run it on an otherwise idle machine; it takes about 15-25 minutes on 2 cores once the models exist.
 set -euo pipefail
 build=$1 models=$2; shift 2
@@ -19,3 +20,5 @@ for arch in tinyllama-1.1b llama3.2-1b; do
   for type in q8_0 f16 q4_k_m q6_k q5_k_s; do files+=("$models/$arch-$type.gguf"); done
 done
 "$build/bench/bench-decode-roofline" --threads 1,2 --tg 32 --reps 2 --repack off,on "$@" "${files[@]}"
+# Whole-process peak memory against the issue's target (file + KV cache + 5 %).
+"$(dirname "$0")/peak-memory.sh" "$models" "$build/memtile"

@@ -86,7 +86,7 @@ public:
         const auto* toks = g->find("tokenizer.ggml.tokens");
         j["tokenizer"] = {{"model", g->get_string("tokenizer.ggml.model")},
                           {"pre", g->get_string("tokenizer.ggml.pre")},
-                          {"vocab_size", toks && toks->is_array() ? toks->as_array().size() : 0}};
+                          {"vocab_size", toks && toks->is_array() ? toks->array_size() : 0}};
         j["chat_template"] = g->has("tokenizer.chat_template");
 
         nlohmann::ordered_json types = nlohmann::ordered_json::object();

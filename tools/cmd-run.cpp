@@ -16,6 +16,7 @@
 #include "model-flags.h"
 #include "observe/machine-profile.h"
 #include "observe/memory-model.h"
+#include "observe/system-info.h"
 #include "runtime/executor.h"
 #include "runtime/generator.h"
 #include "sampling-flags.h"
@@ -110,6 +111,14 @@ public:
                        load_ms, r.ttft_ms, r.prefill_ms, r.decode_ms);
             fmt::print(stderr, "[memtile] {} streamed per token, {:.2f} GB/s achieved during decode\n",
                        format_bytes(mm.streamed_bytes_per_token), gbps);
+            // Issue 4's memory target: the whole process's peak resident set against the file and the KV cache
+            // (bench/peak-memory.sh collects this line per model).
+            if (const auto hwm = read_process_counters().hwm_bytes) {
+                const double mib = 1024.0 * 1024.0, file = double(ex->file().file().size());
+                const double kv = double(mm.kv_bytes(ex->n_ctx()));
+                fmt::print(stderr, "[memtile] peak RSS {:.1f} MiB = {:.3f} x (file {:.1f} MiB + KV {:.1f} MiB)\n",
+                           double(*hwm) / mib, double(*hwm) / (file + kv), file / mib, kv / mib);
+            }
             const std::string huge = huge_page_note(ex->file().file());
             fmt::print(stderr, "[memtile] memory mode {} ({})\n", model_.memory_mode(),
                        huge.empty() ? ex->file().file().memory_mode() : huge);

@@ -35,9 +35,8 @@ std::optional<std::string> special_token(const gguf_file& g, const std::string& 
     const gguf_value* tokens = g.find("tokenizer.ggml.tokens");
     if (!g.has(key) || !tokens || !tokens->is_array()) return std::nullopt;
     uint64_t id = g.get_u64(key, 0);
-    const auto& items = tokens->as_array();
-    if (id >= items.size() || !items[id].is_string()) return std::nullopt;
-    return items[id].as_string();
+    if (id >= tokens->array_size() || tokens->elem_type() != gguf_type::string) return std::nullopt;
+    return std::string(tokens->string_at(id));
 }
 
 class template_command : public command {

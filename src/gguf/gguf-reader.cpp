@@ -9,7 +9,8 @@ namespace memtile {
 // Sequential, bounds-checked reader over the file bytes. `what` names the field for error messages.
 class gguf_parser {
 public:
-    explicit gguf_parser(const mapped_file& f) : f_(f), data_(f.data()), size_(f.size()) {}
+    explicit gguf_parser(std::shared_ptr<const mapped_file> f)
+        : f_(*f), data_(f->data()), size_(f->size()), owner_(std::move(f)) {}
 
     [[noreturn]] void error_at(uint64_t offset, const std::string& msg) const {
         fail("gguf", "{}: offset {}: {}", f_.path(), offset, msg);
@@ -37,6 +38,16 @@ public:
         std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
         pos_ += len;
         return s;
+    }
+
+    // Checks and steps over one string (u64 length, bytes) without copying it.
+    void skip_string(const std::string& what) {
+        const uint64_t at = pos_;
+        const uint64_t len = read<uint64_t>(what.c_str());
+        if (len > remaining())
+            error_at(at,
+                     fmt::format("{}: string length {} exceeds the {} bytes left in the file", what, len, remaining()));
+        pos_ += len;
     }
 
     gguf_value read_value(gguf_type t, const std::string& what, int depth) {
@@ -75,8 +86,8 @@ public:
         uint64_t min_size = gguf_scalar_size(et);
         if (et == gguf_type::string) min_size = 8;
         if (et == gguf_type::array) min_size = 12;
-        // Besides the bytes left, cap the element count: each element costs far more memory parsed than in
-        // the file, and no real model has arrays beyond a few million entries (vocabularies, merges).
+        // Besides the bytes left, cap the element count: no real model has arrays beyond a few million entries
+        // (vocabularies, merges).
         constexpr uint64_t k_max_items = uint64_t(1) << 24;
         if (count > k_max_items)
             error_at(count_at,
@@ -84,10 +95,38 @@ public:
         if (count > remaining() / min_size)
             error_at(count_at, fmt::format("{}: array of {} {} elements cannot fit in the {} bytes left", what, count,
                                            gguf_type_name(et), remaining()));
-        std::vector<gguf_value> items;
-        items.reserve(static_cast<size_t>(count));
-        for (uint64_t i = 0; i < count; i++) items.push_back(read_value(et, what, depth + 1));
-        return gguf_value::array(et, std::move(items));
+        gguf_value v;
+        v.type_ = gguf_type::array;
+        v.elem_type_ = et;
+        v.count_ = count;
+        if (et == gguf_type::array) {
+            v.items_.reserve(static_cast<size_t>(count));
+            for (uint64_t i = 0; i < count; i++) v.items_.push_back(read_value(et, what, depth + 1));
+            return v;
+        }
+        // Scalars and strings stay in the mapping; the value views them (and keeps the mapping alive).
+        const uint64_t start = pos_;
+        v.raw_ = data_ + start;
+        v.owner_ = owner_;
+        if (et == gguf_type::string) {
+            v.offs_.resize(static_cast<size_t>(count) + 1);
+            for (uint64_t i = 0; i < count; i++) {
+                if (pos_ - start > 0xFFFFFFFFull)
+                    error_at(pos_, fmt::format("{}: the array's strings span more than 4 GiB", what));
+                v.offs_[i] = static_cast<uint32_t>(pos_ - start);
+                skip_string(what);
+            }
+            if (pos_ - start > 0xFFFFFFFFull)
+                error_at(pos_, fmt::format("{}: the array's strings span more than 4 GiB", what));
+            v.offs_[count] = static_cast<uint32_t>(pos_ - start);
+            return v;
+        }
+        if (et == gguf_type::boolean)
+            for (uint64_t i = 0; i < count; i++)
+                if (data_[pos_ + i] > 1)
+                    error_at(pos_ + i, fmt::format("{}: bool value {} is neither 0 nor 1", what, data_[pos_ + i]));
+        pos_ += count * gguf_scalar_size(et);  // fits: count <= remaining() / size
+        return v;
     }
 
     void parse_into(gguf_file& g) {
@@ -190,6 +229,7 @@ private:
     const mapped_file& f_;
     const uint8_t* data_;
     uint64_t size_;
+    std::shared_ptr<const mapped_file> owner_;  // what array values view
     uint64_t pos_ = 0;
 };
 
@@ -200,7 +240,7 @@ std::shared_ptr<gguf_file> gguf_file::open(const std::string& path, const load_o
 std::shared_ptr<gguf_file> gguf_file::parse(std::shared_ptr<mapped_file> file) {
     std::shared_ptr<gguf_file> g(new gguf_file());
     g->file_ = std::move(file);
-    gguf_parser p(*g->file_);
+    gguf_parser p(g->file_);
     p.parse_into(*g);
     return g;
 }

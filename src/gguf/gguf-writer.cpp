@@ -117,10 +117,15 @@ void gguf_writer::put_value(const gguf_value& v) {
         case gguf_type::string: put_string(v.as_string()); break;
         case gguf_type::array: {
             const uint32_t et = static_cast<uint32_t>(v.elem_type());
-            const uint64_t n = v.as_array().size();
+            const uint64_t n = v.array_size();
             put(&et, 4);
             put(&n, 8);
-            for (const auto& it : v.as_array()) put_value(it);
+            if (v.elem_type() == gguf_type::array) {
+                for (size_t i = 0; i < n; i++) put_value(v.at(i));
+            } else {
+                const auto bytes = v.encoded_elements();  // already the file's encoding
+                put(bytes.data(), bytes.size());
+            }
             break;
         }
     }

@@ -59,7 +59,7 @@ model_config read_model_config(const gguf_file& g) {
     uint64_t vocab = g.get_u64(a + ".vocab_size", 0);
     if (!vocab) {
         if (const auto* toks = g.find("tokenizer.ggml.tokens"))
-            vocab = toks->as_array().size();
+            vocab = toks->array_size();
         else if (emb && emb->dims.size() == 2)
             vocab = emb->dims[1];
     }

@@ -52,11 +52,11 @@ void write_placeholder_vocab(gguf_writer& w, uint32_t n_vocab, bool byte_tokens)
 
 uint32_t copy_tokenizer_metadata(gguf_writer& w, const gguf_file& vocab) {
     const auto* toks = vocab.find("tokenizer.ggml.tokens");
-    if (!toks || !toks->is_array() || toks->as_array().empty())
+    if (!toks || !toks->is_array() || toks->array_size() == 0)
         fail("model", "{}: no tokenizer.ggml.tokens array, not a vocabulary file", vocab.path());
     for (const auto& [k, v] : vocab.metadata())
         if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
-    return static_cast<uint32_t>(toks->as_array().size());
+    return static_cast<uint32_t>(toks->array_size());
 }
 
 }  // namespace memtile

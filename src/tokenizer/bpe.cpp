@@ -7,6 +7,7 @@
 #include <array>
 #include <mutex>
 #include <queue>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "tokenizer/pre-tokenizer.h"
@@ -34,8 +35,7 @@ struct merge_result {
 
 class bpe_encoder final : public encoder {
 public:
-    bpe_encoder(const vocab& v, const std::vector<std::string_view>& merges, const std::string& pre, token_id unk)
-        : v_(v), unk_(unk) {
+    bpe_encoder(const vocab& v, const gguf_value& merges, const std::string& pre, token_id unk) : v_(v), unk_(unk) {
         const std::vector<std::string>* patterns = pre_tokenizer_patterns(pre);
         if (!patterns) fail("tokenizer", "unsupported BPE pre-tokenizer '{}' (tokenizer.ggml.pre)", pre);
         pre_ = std::make_unique<pre_tokenizer>(*patterns);
@@ -51,28 +51,30 @@ public:
             code_point_byte_[cp[b]] = static_cast<int16_t>(b);
         }
 
-        merges_.reserve(merges.size());
+        const size_t n_merges = merges.array_size();
+        size_t cap = 16;
+        while (cap * 3 < n_merges * 4) cap *= 2;  // at most 3/4 full
+        merges_.assign(cap, merge_slot{k_empty_key, {}});
+        merge_mask_ = cap - 1;
         std::string joined;
-        for (size_t rank = 0; rank < merges.size(); ++rank) {
-            std::string_view m = merges[rank];
+        for (size_t rank = 0; rank < n_merges; ++rank) {
+            std::string_view m = merges.string_at(rank);
             size_t sp = m.find(' ', 1);  // a part is never empty; the separator is the first space after it
             if (sp == std::string_view::npos) fail("tokenizer", "merge {} has no separator: '{}'", rank, m);
             std::string_view a = m.substr(0, sp), b = m.substr(sp + 1);
             joined.assign(a).append(b);
             token_id ia = v.find(a), ib = v.find(b), im = v.find(joined);
             if (ia == k_no_token || ib == k_no_token || im == k_no_token) continue;  // unusable, as in HF
-            merges_.try_emplace(pair_key(ia, ib), merge_result{static_cast<uint32_t>(rank), im});
+            add_merge(pair_key(ia, ib), merge_result{static_cast<uint32_t>(rank), im});
         }
     }
 
     void encode(std::string_view fragment, bool, std::vector<token_id>& out) const override {
-        std::vector<std::string_view> words;
-        pre_->split(fragment, words);
-        for (std::string_view w : words) encode_word(w, out);
+        pre_->for_each_piece(fragment, [&](std::string_view w) { encode_word(w, out); });
     }
 
     void append_piece(token_id id, std::string& out) const override {
-        const std::string& t = v_.text[id];
+        const std::string_view t = v_.text(id);
         if (v_.type[id] == token_type::user_defined) {  // stored as raw text, not byte-mapped
             out += t;
             return;
@@ -90,6 +92,26 @@ public:
 private:
     static uint64_t pair_key(token_id a, token_id b) {
         return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    }
+    // Ids are below 2^31, so no pair of them has this key.
+    static constexpr uint64_t k_empty_key = ~uint64_t(0);
+    static uint64_t slot_of(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 32; }
+
+    // The first (best) merge of a pair wins, as try_emplace did.
+    void add_merge(uint64_t key, merge_result r) {
+        for (uint64_t i = slot_of(key) & merge_mask_;; i = (i + 1) & merge_mask_) {
+            if (merges_[i].key == key) return;
+            if (merges_[i].key == k_empty_key) {
+                merges_[i] = {key, r};
+                return;
+            }
+        }
+    }
+    const merge_result* find_merge(uint64_t key) const {
+        for (uint64_t i = slot_of(key) & merge_mask_;; i = (i + 1) & merge_mask_) {
+            if (merges_[i].key == key) return &merges_[i].result;
+            if (merges_[i].key == k_empty_key) return nullptr;
+        }
     }
 
     void encode_word(std::string_view word, std::vector<token_id>& out) const {
@@ -147,9 +169,9 @@ private:
         std::priority_queue<candidate, std::vector<candidate>, decltype(worse)> queue(worse);
         auto try_pair = [&](int l, int r) {
             if (l < 0 || r < 0 || syms[l].id == k_no_token || syms[r].id == k_no_token) return;
-            auto it = merges_.find(pair_key(syms[l].id, syms[r].id));
-            if (it == merges_.end()) return;
-            queue.push({it->second.rank, l, r, syms[l].id, syms[r].id, it->second.merged});
+            const merge_result* m = find_merge(pair_key(syms[l].id, syms[r].id));
+            if (!m) return;
+            queue.push({m->rank, l, r, syms[l].id, syms[r].id, m->merged});
         };
         for (size_t i = 0; i + 1 < syms.size(); ++i) try_pair(static_cast<int>(i), static_cast<int>(i + 1));
         while (!queue.empty()) {
@@ -185,15 +207,20 @@ private:
     std::unique_ptr<pre_tokenizer> pre_;
     std::array<token_id, 256> byte_token_{};
     std::vector<int16_t> code_point_byte_;  // stand-in code point → byte, -1 elsewhere
-    std::unordered_map<uint64_t, merge_result> merges_;
+    struct merge_slot {
+        uint64_t key;  // pair_key(left, right), k_empty_key: empty
+        merge_result result;
+    };
+    std::vector<merge_slot> merges_;  // open addressing: a power of two, at most 3/4 full
+    uint64_t merge_mask_ = 0;
     mutable std::mutex cache_mutex_;
     mutable std::unordered_map<std::string, std::vector<token_id>> cache_;
 };
 
 }  // namespace
 
-std::unique_ptr<encoder> make_bpe_encoder(const vocab& v, const std::vector<std::string_view>& merges,
-                                          const std::string& pre, token_id unk) {
+std::unique_ptr<encoder> make_bpe_encoder(const vocab& v, const gguf_value& merges, const std::string& pre,
+                                          token_id unk) {
     return std::make_unique<bpe_encoder>(v, merges, pre, unk);
 }
 

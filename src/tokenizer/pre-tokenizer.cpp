@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <map>
+#include <span>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -93,39 +94,62 @@ pre_tokenizer::pre_tokenizer(const std::vector<std::string>& patterns) {
 
 pre_tokenizer::~pre_tokenizer() = default;
 
-void pre_tokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
-    std::vector<std::string_view> current{text}, next;
-    if (text.empty()) return;
-    for (const auto& pat : patterns_) {
-        pcre2_match_data* md = pcre2_match_data_create_from_pattern(pat->code, nullptr);
-        next.clear();
-        for (std::string_view piece : current) {
-            auto subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-            size_t pos = 0, last = 0;
-            while (pos < piece.size()) {
-                int rc = pcre2_match(pat->code, subject, piece.size(), pos, 0, md, nullptr);
-                if (rc == PCRE2_ERROR_NOMATCH) break;
-                if (rc < 0) {
-                    pcre2_match_data_free(md);
-                    fail("tokenizer", "pre-tokenizer regex match failed (PCRE2 error {})", rc);
-                }
-                const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-                size_t start = ov[0], end = ov[1];
-                if (end == start) {  // empty match: not a piece, retry from the next character
-                    if (start >= piece.size()) break;
-                    pos = start + utf8_len(static_cast<unsigned char>(piece[start]));
-                    continue;
-                }
-                if (start > last) next.push_back(piece.substr(last, start - last));
-                next.push_back(piece.substr(start, end - start));
-                last = pos = end;
-            }
-            if (last < piece.size()) next.push_back(piece.substr(last));
-        }
-        pcre2_match_data_free(md);
-        current.swap(next);
+namespace {
+
+struct match_data_deleter {
+    void operator()(pcre2_match_data* md) const { pcre2_match_data_free(md); }
+};
+
+struct split_pattern {
+    pcre2_code* code;
+    pcre2_match_data* md;
+};
+
+// The first pattern cuts `piece`; each part goes through the next patterns at once (depth first), which yields
+// the parts in the same order as applying every pattern to the whole text in turn, without holding them all.
+void split_with(std::span<const split_pattern> patterns, std::string_view piece,
+                const std::function<void(std::string_view)>& emit) {
+    if (patterns.empty()) {
+        emit(piece);
+        return;
     }
-    pieces.insert(pieces.end(), current.begin(), current.end());
+    const split_pattern& p = patterns[0];
+    const auto rest = patterns.subspan(1);
+    auto subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
+    size_t pos = 0, last = 0;
+    while (pos < piece.size()) {
+        int rc = pcre2_match(p.code, subject, piece.size(), pos, 0, p.md, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) fail("tokenizer", "pre-tokenizer regex match failed (PCRE2 error {})", rc);
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(p.md);
+        size_t start = ov[0], end = ov[1];
+        if (end == start) {  // empty match: not a piece, retry from the next character
+            if (start >= piece.size()) break;
+            pos = start + utf8_len(static_cast<unsigned char>(piece[start]));
+            continue;
+        }
+        if (start > last) split_with(rest, piece.substr(last, start - last), emit);
+        split_with(rest, piece.substr(start, end - start), emit);
+        last = pos = end;
+    }
+    if (last < piece.size()) split_with(rest, piece.substr(last), emit);
+}
+
+}  // namespace
+
+void pre_tokenizer::for_each_piece(std::string_view text, const std::function<void(std::string_view)>& emit) const {
+    if (text.empty()) return;
+    std::vector<std::unique_ptr<pcre2_match_data, match_data_deleter>> owned;
+    std::vector<split_pattern> patterns;
+    for (const auto& pat : patterns_) {
+        owned.emplace_back(pcre2_match_data_create_from_pattern(pat->code, nullptr));
+        patterns.push_back({pat->code, owned.back().get()});
+    }
+    split_with(patterns, text, emit);
+}
+
+void pre_tokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+    for_each_piece(text, [&](std::string_view piece) { pieces.push_back(piece); });
 }
 
 }  // namespace memtile::tokenizer_detail

@@ -1,6 +1,7 @@
 // Regex pre-tokenizers of byte-level BPE models (internal), compiled with PCRE2 (UTF, UCP, JIT).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +21,9 @@ public:
     pre_tokenizer& operator=(const pre_tokenizer&) = delete;
 
     void split(std::string_view text, std::vector<std::string_view>& pieces) const;
+    // The same pieces, in the same order, handed to `emit` one at a time (no list of them is built: a 1 MB
+    // prompt would need several MB of fresh pages for it on every call).
+    void for_each_piece(std::string_view text, const std::function<void(std::string_view)>& emit) const;
 
 private:
     struct compiled;

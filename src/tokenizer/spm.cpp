@@ -119,7 +119,7 @@ public:
             out += static_cast<char>(byte_value_[id]);
             return;
         }
-        std::string_view t = v_.text[id];
+        std::string_view t = v_.text(id);
         for (size_t i = 0; i < t.size();) {
             if (t.substr(i, 3) == k_space_marker) {
                 out += ' ';

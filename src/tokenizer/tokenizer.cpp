@@ -33,45 +33,48 @@ constexpr std::string_view k_eog_texts[] = {
 constexpr std::string_view k_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"};
 
 void load_vocab(const gguf_file& f, state& s) {
-    const auto& tokens = f.require("tokenizer.ggml.tokens").as_array();
-    size_t n = tokens.size();
+    const gguf_value& tokens = f.require("tokenizer.ggml.tokens");
+    const size_t n = tokens.array_size();
     if (n == 0) fail("tokenizer", "{}: tokenizer.ggml.tokens is empty", f.path());
     if (n > 0x7FFFFFFF) fail("tokenizer", "{}: {} tokens do not fit 32-bit ids", f.path(), n);
     auto& v = s.voc;
-    v.text.reserve(n);
-    for (const auto& t : tokens) v.text.push_back(t.as_string());
+    try {
+        for (size_t i = 0; i < n; ++i) v.add_text(tokens.string_at(i));
+    } catch (const error& e) {
+        fail("tokenizer", "{}: tokenizer.ggml.tokens: {}", f.path(), e.what());
+    }
 
     v.score.assign(n, 0.0f);
     if (const gguf_value* scores = f.find("tokenizer.ggml.scores")) {
-        const auto& a = scores->as_array();
-        if (a.size() != n)
-            fail("tokenizer", "{}: tokenizer.ggml.scores has {} entries for {} tokens", f.path(), a.size(), n);
-        for (size_t i = 0; i < n; ++i) v.score[i] = static_cast<float>(a[i].as_f64());
+        if (scores->array_size() != n)
+            fail("tokenizer", "{}: tokenizer.ggml.scores has {} entries for {} tokens", f.path(), scores->array_size(),
+                 n);
+        for (size_t i = 0; i < n; ++i) v.score[i] = static_cast<float>(scores->f64_at(i));
     }
     v.type.assign(n, token_type::normal);
     if (const gguf_value* types = f.find("tokenizer.ggml.token_type")) {
-        const auto& a = types->as_array();
-        if (a.size() != n)
-            fail("tokenizer", "{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.path(), a.size(), n);
+        if (types->array_size() != n)
+            fail("tokenizer", "{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.path(),
+                 types->array_size(), n);
         for (size_t i = 0; i < n; ++i) {
-            int64_t t = a[i].as_i64();
+            int64_t t = types->i64_at(i);
             if (t < 0 || t > 6) fail("tokenizer", "{}: token {} has invalid type {}", f.path(), i, t);
             v.type[i] = static_cast<token_type>(t);
         }
     }
-    v.index.reserve(n);
-    for (size_t i = 0; i < n; ++i) v.index.try_emplace(std::string_view(v.text[i]), static_cast<token_id>(i));
+    v.build_index();
 }
 
 void build_specials(state& s) {
     const auto& v = s.voc;
     for (size_t i = 0; i < v.size(); ++i) {
         token_type t = v.type[i];
-        if ((t != token_type::control && t != token_type::user_defined) || v.text[i].empty()) continue;
-        auto [it, inserted] = s.specials.try_emplace(std::string_view(v.text[i]), static_cast<token_id>(i));
+        const std::string_view text = v.text(static_cast<token_id>(i));
+        if ((t != token_type::control && t != token_type::user_defined) || text.empty()) continue;
+        auto [it, inserted] = s.specials.try_emplace(text, static_cast<token_id>(i));
         if (!inserted) continue;
-        auto& lengths = s.special_lengths[static_cast<unsigned char>(v.text[i][0])];
-        uint32_t len = static_cast<uint32_t>(v.text[i].size());
+        auto& lengths = s.special_lengths[static_cast<unsigned char>(text[0])];
+        uint32_t len = static_cast<uint32_t>(text.size());
         if (std::find(lengths.begin(), lengths.end(), len) == lengths.end()) lengths.push_back(len);
     }
     for (auto& lengths : s.special_lengths) std::sort(lengths.rbegin(), lengths.rend());
@@ -100,6 +103,38 @@ void build_eog(state& s) {
 }
 
 }  // namespace
+
+namespace tokenizer_detail {
+
+void vocab::add_text(std::string_view t) {
+    if (arena_.size() + t.size() > 0xFFFFFFFFull) fail("tokenizer", "the token texts exceed 4 GiB");
+    arena_.append(t);
+    offs_.push_back(static_cast<uint32_t>(arena_.size()));
+}
+
+void vocab::build_index() {
+    arena_.shrink_to_fit();
+    offs_.shrink_to_fit();
+    size_t cap = 16;
+    while (cap < 2 * size()) cap *= 2;
+    slots_.assign(cap, slot{0, k_no_token});
+    mask_ = cap - 1;
+    for (size_t id = 0; id < size(); ++id) {
+        const std::string_view s = text(static_cast<token_id>(id));
+        const uint64_t h = std::hash<std::string_view>{}(s);
+        const uint32_t tag = static_cast<uint32_t>(h >> 32);
+        for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+            slot& e = slots_[i];
+            if (e.id == k_no_token) {
+                e = {tag, static_cast<token_id>(id)};
+                break;
+            }
+            if (e.tag == tag && text(e.id) == s) break;  // a duplicate: the lower id keeps the text
+        }
+    }
+}
+
+}  // namespace tokenizer_detail
 
 std::shared_ptr<const tokenizer> tokenizer::from_gguf(const gguf_file& f) {
     auto s = std::make_unique<state>();
@@ -131,12 +166,9 @@ std::shared_ptr<const tokenizer> tokenizer::from_gguf(const gguf_file& f) {
     if (spm) {
         s->enc = tokenizer_detail::make_spm_encoder(s->voc, s->add_space_prefix, s->unk);
     } else {
-        const auto& merges = f.require("tokenizer.ggml.merges").as_array();
-        std::vector<std::string_view> views;
-        views.reserve(merges.size());
-        for (const auto& m : merges) views.push_back(m.as_string());
+        const gguf_value& merges = f.require("tokenizer.ggml.merges");
         try {
-            s->enc = tokenizer_detail::make_bpe_encoder(s->voc, views, s->pre_name, s->unk);
+            s->enc = tokenizer_detail::make_bpe_encoder(s->voc, merges, s->pre_name, s->unk);
         } catch (const error& e) {
             fail("tokenizer", "{}: {}", f.path(), e.what());
         }
@@ -205,7 +237,7 @@ void tokenizer::append_decoded(token_id id, bool render_special, bool& at_start,
         case token_type::control:
         case token_type::unknown:
         case token_type::unused:
-            if (render_special) out += s_->voc.text[id];
+            if (render_special) out += s_->voc.text(id);
             return;
         default: break;
     }
@@ -237,8 +269,10 @@ const std::string& tokenizer::pre_name() const {
 size_t tokenizer::n_vocab() const {
     return s_->voc.size();
 }
-const std::string& tokenizer::token_text(token_id id) const {
-    return s_->voc.text.at(static_cast<size_t>(id));
+std::string_view tokenizer::token_text(token_id id) const {
+    if (id < 0 || static_cast<size_t>(id) >= s_->voc.size())
+        fail("tokenizer", "{}: token id {} is outside the vocabulary ({} tokens)", s_->path, id, s_->voc.size());
+    return s_->voc.text(id);
 }
 token_type tokenizer::type(token_id id) const {
     return s_->voc.type.at(static_cast<size_t>(id));

@@ -66,7 +66,7 @@ public:
     const std::string& model_name() const;  // "llama" or "gpt2"
     const std::string& pre_name() const;    // tokenizer.ggml.pre ("default" when absent)
     size_t n_vocab() const;
-    const std::string& token_text(token_id id) const;  // as stored in the vocabulary (e.g. "▁the", "Ġthe")
+    std::string_view token_text(token_id id) const;  // as stored in the vocabulary (e.g. "▁the", "Ġthe")
     token_type type(token_id id) const;
     float score(token_id id) const;
     token_id find_token(std::string_view text) const;  // k_no_token when absent

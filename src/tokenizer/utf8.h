@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace memtile::tokenizer_detail {
 
@@ -36,7 +37,7 @@ inline void append_utf8(uint32_t cp, std::string& out) {
 }
 
 // Decodes the code point at s[i] (i advanced past it); invalid sequences yield 0xFFFFFFFF and advance one byte.
-inline uint32_t next_code_point(const std::string& s, size_t& i) {
+inline uint32_t next_code_point(std::string_view s, size_t& i) {
     unsigned char c = s[i];
     size_t n = utf8_len(c);
     if (n == 1) {

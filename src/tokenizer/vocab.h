@@ -2,29 +2,56 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "gguf/gguf-value.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memtile::tokenizer_detail {
 
-struct vocab {
-    std::vector<std::string> text;
+// Token texts live in one arena (a vocabulary of 128k tokens: a few bytes of overhead per token instead of a
+// std::string and a hash node each); `index` is an open-addressing table over the ids.
+class vocab {
+public:
     std::vector<float> score;
     std::vector<token_type> type;
-    // Keys view into `text` (never resized after the index is built). On duplicate texts the lowest id wins,
-    // e.g. deepseek's user-defined "ø" does not shadow the byte-level base token "ø".
-    std::unordered_map<std::string_view, token_id> index;
 
-    token_id find(std::string_view s) const {
-        auto it = index.find(s);
-        return it == index.end() ? k_no_token : it->second;
+    // Appends the next id's text; then build_index() once all are in.
+    void add_text(std::string_view t);
+    // On duplicate texts the lowest id wins, e.g. deepseek's user-defined "ø" does not shadow the byte-level
+    // base token "ø".
+    void build_index();
+
+    std::string_view text(token_id id) const {
+        return {arena_.data() + offs_[size_t(id)], offs_[size_t(id) + 1] - offs_[size_t(id)]};
     }
-    size_t size() const { return text.size(); }
+    token_id find(std::string_view s) const {
+        if (slots_.empty()) return k_no_token;
+        const uint64_t h = std::hash<std::string_view>{}(s);
+        const uint32_t tag = static_cast<uint32_t>(h >> 32);
+        for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+            const slot& e = slots_[i];
+            if (e.id == k_no_token) return k_no_token;
+            if (e.tag == tag && text(e.id) == s) return e.id;
+        }
+    }
+    size_t size() const { return offs_.size() - 1; }
+
+private:
+    struct slot {
+        uint32_t tag;  // high half of the text's hash: most mismatches end here, without touching the text
+        token_id id;   // k_no_token: empty
+    };
+    std::string arena_;
+    std::vector<uint32_t> offs_{0};  // size() + 1: text of id i is arena_[offs_[i], offs_[i + 1])
+    std::vector<slot> slots_;        // a power of two, at most half full
+    uint64_t mask_ = 0;
 };
 
 // The model-specific half of a tokenizer. Special and user-defined tokens have been split off before encode()
@@ -40,9 +67,9 @@ public:
 };
 
 std::unique_ptr<encoder> make_spm_encoder(const vocab& v, bool add_space_prefix, token_id unk);
-// `merges`: "left right" strings, best (rank 0) first. Throws memtile::error for an unknown `pre`.
-std::unique_ptr<encoder> make_bpe_encoder(const vocab& v, const std::vector<std::string_view>& merges,
-                                          const std::string& pre, token_id unk);
+// `merges`: an array of "left right" strings, best (rank 0) first. Throws memtile::error for an unknown `pre`.
+std::unique_ptr<encoder> make_bpe_encoder(const vocab& v, const gguf_value& merges, const std::string& pre,
+                                          token_id unk);
 
 struct state {
     std::string path;

@@ -38,6 +38,12 @@ std::string write_sample(const std::string& name, uint32_t alignment = 32) {
     w.set("t.str", gguf_value::string("héllo\nworld"));
     w.set("t.strs", gguf_value::string_array({"a", "", "ccc"}));
     w.set("t.nested", gguf_value::array(gguf_type::array, {gguf_value::i32_array({1, 2}), gguf_value::i32_array({})}));
+    w.set("t.u8s", gguf_value::array(gguf_type::u8, {gguf_value::u8(0), gguf_value::u8(255)}));
+    w.set("t.i16s", gguf_value::array(gguf_type::i16, {gguf_value::i16(-30000), gguf_value::i16(7)}));
+    w.set("t.u64s", gguf_value::array(gguf_type::u64, {gguf_value::u64(1ull << 63)}));
+    w.set("t.f64s", gguf_value::array(gguf_type::f64, {gguf_value::f64(-0.125), gguf_value::f64(1e300)}));
+    w.set("t.f32s", gguf_value::f32_array({0.5f, -3.0f}));
+    w.set("t.bools", gguf_value::array(gguf_type::boolean, {gguf_value::boolean(false), gguf_value::boolean(true)}));
     w.add_tensor("a", dtype::f32, {3, 2});
     w.add_tensor("b", dtype::f16, {5});
     w.add_tensor("c", dtype::q8_0, {64, 2});
@@ -75,13 +81,28 @@ TEST(gguf, round_trip_all_value_types) {
             EXPECT_EQ(g->require("t.f64").as_f64(), -2.25);
             EXPECT_TRUE(g->require("t.bool").as_bool());
             EXPECT_EQ(g->require("t.str").as_string(), "héllo\nworld");
-            const auto& strs = g->require("t.strs").as_array();
-            ASSERT_EQ(strs.size(), 3u);
-            EXPECT_EQ(strs[2].as_string(), "ccc");
-            const auto& nested = g->require("t.nested").as_array();
-            ASSERT_EQ(nested.size(), 2u);
-            EXPECT_EQ(nested[0].as_array()[1].as_i64(), 2);
-            EXPECT_TRUE(nested[1].as_array().empty());
+            const auto& strs = g->require("t.strs");
+            ASSERT_EQ(strs.array_size(), 3u);
+            EXPECT_EQ(strs.string_at(2), "ccc");
+            EXPECT_EQ(strs.string_at(1), "");
+            EXPECT_EQ(strs.at(0), gguf_value::string("a"));
+            EXPECT_EQ(strs, gguf_value::string_array({"a", "", "ccc"}));
+            const auto& nested = g->require("t.nested");
+            ASSERT_EQ(nested.array_size(), 2u);
+            EXPECT_EQ(nested.at(0).at(1).as_i64(), 2);
+            EXPECT_EQ(nested.at(0).i64_at(0), 1);
+            EXPECT_EQ(nested.at(1).array_size(), 0u);
+            EXPECT_EQ(g->require("t.u8s").at(1).as_u64(), 255u);
+            EXPECT_EQ(g->require("t.u8s").at(1).type(), gguf_type::u8);
+            EXPECT_EQ(g->require("t.i16s").i64_at(0), -30000);
+            EXPECT_EQ(g->require("t.i16s").at(1), gguf_value::i16(7));
+            EXPECT_EQ(g->require("t.u64s").at(0).as_u64(), 1ull << 63);
+            EXPECT_EQ(g->require("t.f64s").f64_at(0), -0.125);
+            EXPECT_EQ(g->require("t.f64s").f64_at(1), 1e300);
+            EXPECT_EQ(g->require("t.f32s").f64_at(1), -3.0);
+            EXPECT_EQ(g->require("t.f32s"), gguf_value::f32_array({0.5f, -3.0f}));
+            EXPECT_FALSE(g->require("t.bools").at(0).as_bool());
+            EXPECT_TRUE(g->require("t.bools").at(1).as_bool());
             ASSERT_EQ(g->tensors().size(), 3u);
             const auto* c = g->find_tensor("c");
             ASSERT_NE(c, nullptr);
@@ -105,6 +126,26 @@ TEST(gguf, round_trip_all_value_types) {
         w2.write_file(path2, data);
         EXPECT_EQ(read_all(path), read_all(path2));
     }
+}
+
+TEST(gguf, array_values_outlive_their_file_and_check_their_use) {
+    const auto path = write_sample("arrays.gguf");
+    gguf_value strs, nested;
+    {
+        auto g = gguf_file::open(path);
+        strs = g->require("t.strs");  // views the mapping and keeps it alive
+        nested = g->require("t.nested");
+    }
+    EXPECT_EQ(strs.string_at(2), "ccc");
+    EXPECT_EQ(strs.to_display(), "[3 x string] [\"a\", \"\", \"ccc\"]");
+    EXPECT_EQ(nested.at(0).at(0).as_i64(), 1);
+    EXPECT_THROW(strs.at(3), error);
+    EXPECT_THROW(strs.i64_at(0), error);
+    EXPECT_THROW(nested.string_at(0), error);
+    EXPECT_THROW(gguf_value::u8(1).array_size(), error);
+    EXPECT_NE(strs, gguf_value::string_array({"a", "", "cc"}));
+    EXPECT_NE(strs, gguf_value::string_array({"a", "", "ccc", ""}));
+    EXPECT_THROW(gguf_value::array(gguf_type::u8, {gguf_value::i8(1)}), error);
 }
 
 TEST(gguf, reads_every_shared_file) {
@@ -159,6 +200,14 @@ TEST(gguf, corrupt_fields_are_named) {
         const char* expect;
         std::function<void(std::vector<uint8_t>&)> apply;
     };
+    // The elements of t.bools (after its type, element type and count) and of t.strs.
+    auto after = [&](const std::string& key) {
+        const std::string needle = key;
+        auto it = std::search(base.begin(), base.end(), needle.begin(), needle.end());
+        EXPECT_NE(it, base.end());
+        return size_t(it - base.begin()) + key.size() + 4 + 4 + 8;
+    };
+    const size_t b_at = after("t.bools"), s_at = after("t.strs");
     // Header: magic(0) version(4) n_tensors(8) n_kv(16); first key length at 24.
     std::vector<mutation> cases = {
         {"not a GGUF file", [&](auto& b) { b[0] = 'X'; }},
@@ -167,7 +216,9 @@ TEST(gguf, corrupt_fields_are_named) {
         {"tensor count", [&](auto& b) { set64(b, 8, 1ull << 62); }},
         {"metadata count", [&](auto& b) { set64(b, 16, ~0ull); }},
         {"string length", [&](auto& b) { set64(b, 24, 1ull << 40); }},
-        {"invalid value type", [&](auto& b) { set32(b, 24 + 8 + 20, 77); }},  // after "general.architecture"
+        {"invalid value type", [&](auto& b) { set32(b, 24 + 8 + 20, 77); }},     // after "general.architecture"
+        {"bool value 2 is neither 0 nor 1", [&](auto& b) { b[b_at + 1] = 2; }},  // t.bools' second element
+        {"string length", [&](auto& b) { set64(b, s_at + 9, 1ull << 40); }},     // t.strs' second element
     };
     for (const auto& c : cases) {
         auto b = base;

@@ -137,9 +137,9 @@ TEST(models, llama2c_import_shared_classifier) {
     EXPECT_EQ(c.n_ctx_train, 512u);
     EXPECT_TRUE(c.tied_embeddings);
     EXPECT_EQ(g->find_tensor("output.weight"), nullptr);
-    const auto& toks = g->require("tokenizer.ggml.tokens").as_array();
-    EXPECT_EQ(toks[0].as_string(), "<0>");
-    EXPECT_EQ(toks[511].as_string(), "<511>");
+    const auto& toks = g->require("tokenizer.ggml.tokens");
+    EXPECT_EQ(toks.string_at(0), "<0>");
+    EXPECT_EQ(toks.string_at(511), "<511>");
     // First embedding value equals the first float after the 28-byte header.
     const auto raw = read_bytes(test::shared_path("models/stories260K.bin"));
     float first;
