@@ -67,13 +67,15 @@ std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, in
 void set_pdl(bool on);
 // Kernel fusions of the decode step (decoder.cpp record(), docs/cuda.md), bits: 2 attention merge in the attention
 // kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the
-// epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu). k_decode_fusion_default
-// unless set here or by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results with any mask (for A/B
-// benchmarks). The fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch
-// gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp; the merge in the attention
-// kernel for a K-format Wo, twice: docs/cuda.md) are not offered.
-constexpr unsigned k_decode_fusion_default = 2 | 4;
-constexpr unsigned k_decode_fusion_all = 2 | 4;
+// epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16 SwiGLU and the
+// quantization of its groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up product where the down matrix reads int8
+// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default). k_decode_fusion_default unless set here or
+// by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results with any mask (for A/B benchmarks). The
+// fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch gfuse-exp; RMSNorm
+// recomputed in every block of its F16/BF16 consumers: branch gfu-exp; the merge in the attention kernel for a K-format
+// Wo, twice: docs/cuda.md) are not offered.
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8;
+constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

@@ -375,6 +375,9 @@ private:
         xq_ = static_cast<int8_t*>(alloc(size_t(widest)));
         xd_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
         xs_ = static_cast<float*>(alloc(size_t(widest / 32 + 1) * 4));
+        hq_ = static_cast<int8_t*>(alloc(size_t(F)));
+        hd_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
+        hs_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
         logits_ = static_cast<float*>(alloc(size_t(V) * 4));
         argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
@@ -424,6 +427,9 @@ private:
     // per chunk) the separate merge kernel was faster (docs/cuda.md).
     // 4: SwiGLU in the epilogue of an F16/BF16 gate/up product (launch_matvec_glu, bit-equal) where the down matrix
     // reads f32 (F16/BF16/F32 down); the quantized down matrices need their input quantized in groups of 32 or 256.
+    // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
+    // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
+    // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -434,7 +440,8 @@ private:
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
-        const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4;
+        const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
+                   fuse_glu_q8 = decode_fusion() & 16;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
@@ -454,6 +461,14 @@ private:
                 matvec_glu_supported(L.gate_up[0].w) && !matvec_uses_int8(L.down.type)) {
                 launch_matvec_glu(L.gate_up[0].w, xn_, gu_, s);  // h [F] into gu_: xn_ is still being read
                 launch_matvec(L.down, gu_, xq_, xd_, xs_, x_, true, s);
+                continue;
+            }
+            const dtype gut = L.gate_up[0].w.type;
+            if (((fuse_glu_q4 && gut == dtype::q4_0) || (fuse_glu_q8 && gut == dtype::q8_0)) && L.gate_up.size() == 1 &&
+                L.gate_up[0].w.n_out == 2 * F && matvec_glu_q_supported(L.gate_up[0].w) &&
+                matvec_uses_int8(L.down.type) && q_block({{L.down, 0}}) == 32) {
+                launch_matvec_glu_q(L.gate_up[0].w, xq_, xd_, xs_, gu_, hq_, hd_, hs_, s);
+                launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
                 continue;
             }
             for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
@@ -512,6 +527,8 @@ private:
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
     float* argmax_scratch_ = nullptr;  // [k_argmax_scratch] launch_argmax's partial results
     int8_t* xq_ = nullptr;
+    int8_t* hq_ = nullptr;  // [n_ff] h quantized by launch_matvec_glu_q (fusion bits 8, 16), hd_, hs_ [n_ff / 32]
+    float *hd_ = nullptr, *hs_ = nullptr;
     unsigned* merge_counters_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int32_t* io_ = nullptr;       // device: token, position
