@@ -31,14 +31,19 @@ struct format_case {
     std::vector<int64_t> n_in;  // multiples of the block, the smallest first
 };
 
-// Row lengths cover, for the prefill GEMM (avx2/gemm-avx2.h): float rows with a scalar tail (13), a tail
-// unit after the last whole group of 4 (40, 520), several K slices of 512 elements (1056); Q8_0/Q4_0 with
-// tail blocks and several slices of 32 blocks (1120); K formats over several super-blocks (2304).
+// Row lengths cover, for the prefill GEMM (avx2/gemm-avx2*.{h,cpp}): float rows with a scalar tail (13), a
+// tail unit after the last whole group of 4 (40, 520), several K slices of 2048 elements with a short last
+// slice, a tail unit and a scalar tail (4363; with 37 rows also several row blocks); Q8_0/Q4_0 with tail
+// blocks and several slices of 32 blocks (1120); K formats over several super-blocks (2304).
 const format_case k_formats[] = {
-    {dtype::f32, 1e-6, {1, 13, 40, 520, 1056}},  {dtype::f16, 1e-6, {1, 13, 40, 520, 1056}},
-    {dtype::bf16, 1e-6, {1, 13, 40, 520, 1056}}, {dtype::q8_0, 1e-4, {32, 96, 544, 1120}},
-    {dtype::q4_0, 1e-4, {32, 96, 544, 1120}},    {dtype::q4_k, 1e-4, {256, 768, 2304}},
-    {dtype::q5_k, 1e-4, {256, 768, 2304}},       {dtype::q6_k, 1e-4, {256, 768, 2304}},
+    {dtype::f32, 1e-6, {1, 13, 40, 520, 1056, 4363}},
+    {dtype::f16, 1e-6, {1, 13, 40, 520, 1056, 4363}},
+    {dtype::bf16, 1e-6, {1, 13, 40, 520, 1056, 4363}},
+    {dtype::q8_0, 1e-4, {32, 96, 544, 1120}},
+    {dtype::q4_0, 1e-4, {32, 96, 544, 1120}},
+    {dtype::q4_k, 1e-4, {256, 768, 2304}},
+    {dtype::q5_k, 1e-4, {256, 768, 2304}},
+    {dtype::q6_k, 1e-4, {256, 768, 2304}},
 };
 
 // n_out: ragged against the row group (16) and the GEMM panel (4 rows); n_tok: decode, the per-row tiles

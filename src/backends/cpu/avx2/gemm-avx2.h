@@ -1,5 +1,7 @@
 // Register-blocked matrix-matrix products (prefill, n_tok >= k_gemm_min_tokens) on AVX2 + FMA: the driver
-// shared by the float (gemm-avx2-float.cpp) and the integer (gemm-avx2-int8.cpp) formats.
+// of the integer formats (gemm-avx2-int8.cpp). The float formats (gemm-avx2-float.cpp) have their own loop
+// nest since session 6 (row blocks and K slices outside the panels, operands laid out pass by pass); the
+// entry points of both are declared at the end.
 //
 // Why: the per-row kernels (gemm_tiled) load one weight vector and one activation vector per multiply, with
 // 4 tokens per weight row; both streams come from L2, so prefill ran at about a fifth of the FMA / maddubs
