@@ -79,11 +79,7 @@ TEST(repack, pool_builds_the_same_layout) {
             w.n_in = n_in;
             w.n_out = n_out;
             w.row_bytes = size_t(row_bytes(c.type, uint64_t(n_in)));
-            auto file = random_bytes(w.row_bytes * size_t(n_out), seed++);
-            // Q8_0: no level of -128, which keeps a tensor on the file layout (next test).
-            if (c.type == dtype::q8_0)
-                for (size_t i = 0; i < file.size(); i++)
-                    if (i % 34 >= 2 && file[i] == 0x80) file[i] = 0x81;
+            const auto file = random_bytes(w.row_bytes * size_t(n_out), seed++);
             w.data = file.data();
             prepare_options one;
             one.repack = true;
@@ -108,33 +104,6 @@ TEST(repack, pool_builds_the_same_layout) {
             EXPECT_EQ(0, std::memcmp(want.data(), sb.data(), sa.size())) << dtype_name(c.type) << " n_out " << n_out;
         }
     }
-}
-
-// The x8 Q8_0 kernel negates weights in int8 (|q| * w sign(q)), which a level of -128 would overflow: such a
-// tensor (never written by the Q8_0 quantizer) keeps the file layout and its exact kernels.
-TEST(repack, q8_0_level_min_keeps_the_file_layout) {
-    const int64_t n_in = 64, n_out = 16;
-    const size_t rb = size_t(row_bytes(dtype::q8_0, uint64_t(n_in)));
-    std::vector<uint8_t> file(rb * size_t(n_out));
-    for (size_t i = 0; i < file.size(); i++) file[i] = i % 34 < 2 ? uint8_t(i % 34 ? 0x20 : 0) : uint8_t(i * 7);
-    for (size_t i = 0; i < file.size(); i++)
-        if (i % 34 >= 2 && file[i] == 0x80) file[i] = 0x7F;
-    const weight_view w{dtype::q8_0, file.data(), n_in, n_out, rb};
-    EXPECT_TRUE(repack::exact_for(dtype::q8_0, file.data(), n_out, n_in));
-    const bool x8 = prepare_weight(w, {.repack = true})->streamed().data() != file.data();
-    file[rb * 9 + 34 + 5] = 0x80;  // row 9, block 1, element 3
-    EXPECT_FALSE(repack::exact_for(dtype::q8_0, file.data(), n_out, n_in));
-    EXPECT_TRUE(repack::exact_for(dtype::q4_k, file.data(), 0, 256));
-    const auto p = prepare_weight(w, {.repack = true});
-    EXPECT_EQ(p->streamed().data(), file.data());
-    if (!x8) GTEST_SKIP() << "no x8 kernels";
-    // The same results as the file-layout kernels (tested against the scalar reference in cpu-matmul-test).
-    std::vector<float> x(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_out)), want(static_cast<size_t>(n_out));
-    for (int64_t i = 0; i < n_in; i++) x[size_t(i)] = float(i % 7) - 3.0f;
-    thread_pool pool(1);
-    matmul(*p, x.data(), 1, got.data(), pool);
-    matmul(*prepare_weight(w, {.repack = false}), x.data(), 1, want.data(), pool);
-    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
 }
 
 TEST(repack, auto_mode_follows_the_memory_mode) {

@@ -27,9 +27,6 @@ struct act_view {
     const int8_t* qs = nullptr;
     const float* d = nullptr;
     const int16_t* bsums = nullptr;
-    // Q8_0 activations only: qabs[t * n_in + i] = |qs[t * n_in + i]| (<= 127), the unsigned maddubs operand of
-    // the interleaved Q8_0 kernel (which then needs one sign operation per weight vector instead of two).
-    const uint8_t* qabs = nullptr;
     int64_t n_in = 0;
 };
 

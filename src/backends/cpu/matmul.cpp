@@ -137,10 +137,8 @@ struct act_scratch {
     std::vector<int8_t> qs_buf;
     std::vector<float> d;
     std::vector<int16_t> bsums;
-    std::vector<uint8_t> qabs_buf;  // |qs| of Q8_0 activations (act_view::qabs)
-    std::vector<float> f32_buf;     // aligned copy of f32 activations that are not 32-byte aligned
+    std::vector<float> f32_buf;  // aligned copy of f32 activations that are not 32-byte aligned
     int8_t* qs = nullptr;
-    uint8_t* qabs = nullptr;
     float* f32 = nullptr;
 };
 thread_local act_scratch t_scratch;
@@ -184,8 +182,7 @@ std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prep
              tr.block_elems);
     if (w.row_bytes != row_bytes(w.type, uint64_t(w.n_in)))
         fail("cpu", "matmul weight: row_bytes {} does not match {} x {}", w.row_bytes, w.n_in, tr.name);
-    if (o.repack && repack::supported(w.type) && x8_kernel(w.type) &&
-        repack::exact_for(w.type, w.data, w.n_out, w.n_in)) {
+    if (o.repack && repack::supported(w.type) && x8_kernel(w.type)) {
         auto r = std::make_unique<repacked_weight>(w, o);
         if (o.release_source) release_pages(w.data, size_t(w.n_out) * w.row_bytes);
         return r;
@@ -206,9 +203,8 @@ T* aligned_grow(std::vector<T>& v, size_t n) {
 }
 
 // Quantizes the n_tok tokens of x into the calling thread's scratch in the format the kernels of w read.
-// with_abs: also |q| (act_view::qabs) for the interleaved Q8_0 kernel.
 detail::act_view quantize_activations(const detail::kernel_set& ks, const weight_view& w, const float* x, int64_t n_tok,
-                                      bool with_abs, thread_pool& pool) {
+                                      thread_pool& pool) {
     detail::act_view a;
     a.n_in = w.n_in;
     const detail::act_format af = detail::act_format_for(w.type);
@@ -236,19 +232,11 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
     s.qs = aligned_grow(s.qs_buf, n);
     if (s.d.size() < n / 32) s.d.resize(n / 32);
     if (s.bsums.size() < n / 16) s.bsums.resize(n / 16);
-    with_abs = with_abs && af == detail::act_format::q8_0;
-    if (with_abs) s.qabs = aligned_grow(s.qabs_buf, n);
     quantize_job q{af == detail::act_format::q8_0 ? ks.quantize_q8_0 : ks.quantize_q8_k, x, w.n_in, block, &s};
-    const auto quantize_tokens = [&q, with_abs](int, int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; t++) {
-            int8_t* qs = q.s->qs + t * q.n_in;
-            q.fn(q.x + t * q.n_in, q.n_in, qs, q.s->d.data() + t * (q.n_in / q.block),
+    const auto quantize_tokens = [&q](int, int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; t++)
+            q.fn(q.x + t * q.n_in, q.n_in, q.s->qs + t * q.n_in, q.s->d.data() + t * (q.n_in / q.block),
                  q.s->bsums.data() + t * (q.n_in / 16));
-            if (with_abs) {
-                uint8_t* qa = q.s->qabs + t * q.n_in;
-                for (int64_t i = 0; i < q.n_in; i++) qa[i] = uint8_t(qs[i] < 0 ? -qs[i] : qs[i]);
-            }
-        }
     };
     if (n_tok == 1)
         quantize_tokens(0, 0, 1);
@@ -257,7 +245,6 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
     a.qs = s.qs;
     a.d = s.d.data();
     a.bsums = s.bsums.data();
-    a.qabs = with_abs ? s.qabs : nullptr;
     return a;
 }
 
@@ -338,10 +325,7 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         }
         return;
     }
-    const bool with_abs = std::any_of(ws.begin(), ws.end(), [](const prepared_weight* pw) {
-        return pw->view().type == dtype::q8_0 && dynamic_cast<const repacked_weight*>(pw) != nullptr;
-    });
-    const detail::act_view a = quantize_activations(*ks, w0, x, n_tok, with_abs, pool);
+    const detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
     part parts[k_max_parts];
     int64_t total = 0;
     for (size_t i = 0; i < ws.size(); i++) {

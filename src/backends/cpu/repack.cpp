@@ -302,17 +302,6 @@ bool supported(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || t == dtype::q8_0 || t == dtype::q4_0;
 }
 
-bool exact_for(dtype t, const uint8_t* data, int64_t n_rows, int64_t n_in) {
-    if (t != dtype::q8_0) return true;
-    const int64_t n_blocks = n_rows * (n_in / k_qk_legacy);
-    bool min_level = false;
-    for (int64_t ib = 0; ib < n_blocks; ib++) {
-        const uint8_t* qs = data + size_t(ib) * sizeof(block_q8_0) + offsetof(block_q8_0, qs);
-        for (int k = 0; k < k_qk_legacy; k++) min_level |= qs[k] == 0x80;
-    }
-    return !min_level;
-}
-
 size_t group_bytes(dtype t, int64_t n_in) {
     switch (t) {
         case dtype::q4_k: return size_t(n_in / k_qk) * k_q4_k_bytes;

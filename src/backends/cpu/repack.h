@@ -42,10 +42,6 @@ inline constexpr int k_rows = 8;
 
 // Whether the x8 layout exists for this format.
 bool supported(dtype t);
-// Whether the x8 kernels compute exactly on this tensor (rows of n_in elements in the file format at data): false
-// only for Q8_0 with a level of -128, which the Q8_0 quantizer never writes (its levels are round(x / (amax /
-// 127)), within +-127) and which the x8 kernel cannot negate in int8 (it multiplies |q| by w * sign(q)).
-bool exact_for(dtype t, const uint8_t* data, int64_t n_rows, int64_t n_in);
 // Bytes of one 8-row group for rows of n_in elements (a multiple of 32).
 size_t group_bytes(dtype t, int64_t n_in);
 // Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row). Every byte of the

@@ -45,11 +45,16 @@ __m256i load_once(const uint8_t* p) {
 }
 
 // Every kernel below takes G consecutive 8-row groups (group g at gp + g * gb, rows o0 + 8 g ..) and NT
-// tokens (tok[0..NT)) per pass. Decode runs G = 2, NT = 1: each broadcast activation quad feeds the weight
-// vectors of both groups, which halves the activation loads (with one group, the broadcasts and the weight
-// loads together saturated the two vector load ports). Prefill runs G = 1, NT up to 4. Each (row, token)
-// result is the same sequence of operations whatever G and NT (integer sums exact, the float operations per
-// lane those of G = NT = 1), so a token's result does not depend on its batch (gemm-avx2.h).
+// tokens (tok[0..NT)) per pass: each weight vector is loaded and unpacked once for the NT tokens and each
+// broadcast activation quad feeds the G groups. Prefill runs G = 1, NT up to 4; decode G = 1, NT = 1 (see
+// x8_decode_groups for G = 2). Each (row, token) result is the same sequence of operations whatever G and
+// NT (integer sums exact, the float operations per lane those of G = NT = 1), so a token's result does not
+// depend on its batch (gemm-avx2.h).
+//
+// What bounds these kernels on this VM (Zen 4, AVX2; measured with a loop of independent instructions):
+// vpmaddubsw, vpmaddwd, vpsignb, vpabsb and the FMAs share two pipes (2 per cycle each alone, 2 per cycle
+// together); 16-bit shifts run on two others, and/or/add on all four. So besides the multiplies, every
+// unpacking operation counts: the Q5_K and Q6_K layouts (repack.h) are built to need few.
 
 // Per-row scale vectors of the Q4_K/Q5_K x8 meta (repack.h): the 6-bit scale of row r for sub-block s in both
 // int16 lanes of dword r, and the final float step of a super-block, shared by the two formats.
@@ -314,24 +319,18 @@ void q6_k_x8(const uint8_t* gp, size_t gb, const act_view& a, const int64_t* tok
 
 constexpr int64_t k_q8_0_pair_bytes = 544;
 
-// Q8_0: maddubs of |q| (act_view::qabs) and w carrying q's sign, one madd per vector (the int16 pair sums of
-// 8-bit levels can reach 2 * 127 * 127, so they cannot be added before widening). maddubs, madd and the sign
-// operations share two ports on Zen 4 (measured: each 2 per cycle alone, 2 per cycle together), so the sign
-// and abs of the weights of the first version (|w| * q sign(w)) bounded it at 4 such operations per vector;
-// here it is 3 (a weight of -128 would wrap in the sign operation: repack::exact_for keeps such tensors off
-// this layout). Two accumulators per token (even and odd blocks) so consecutive FMAs do not wait on each
-// other; the loop runs over pairs of blocks so that both stay in registers (indexed by ib % 2 they were kept
-// on the stack, a store-forwarding round trip per block).
+// Q8_0: maddubs of |w| and q carrying w's sign, one madd per vector (the int16 pair sums of 8-bit levels
+// can reach 2 * 127 * 127, so they cannot be added before widening). Two accumulators per token (even and
+// odd blocks) so consecutive FMAs do not wait on each other; the loop runs over pairs of blocks so that both
+// stay in registers (indexed by ib % 2 they were kept on the stack, a store-forwarding round trip per block).
 template <int G, int NT>
 void q8_0_x8(const uint8_t* gp, size_t gb, const act_view& a, const int64_t* tok, float* const* y, int64_t o0,
              int64_t n_out, int64_t) {
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
-    const int8_t* qa[NT];
     const float* d[NT];
     for (int j = 0; j < NT; j++) {
         q[j] = a.qs + tok[j] * a.n_in;
-        qa[j] = reinterpret_cast<const int8_t*>(a.qabs) + tok[j] * a.n_in;
         d[j] = a.d + tok[j] * nb;
     }
     const __m256i ones = _mm256_set1_epi16(1);
@@ -346,12 +345,15 @@ void q8_0_x8(const uint8_t* gp, size_t gb, const act_view& a, const int64_t* tok
             for (int j = 0; j < NT; j++) sum[g][j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++) {
-            __m256i w[G];
-            for (int g = 0; g < G; g++) w[g] = load_once(pair[g] + 32 + h * 256 + 32 * v);
+            __m256i w[G], aw[G];
+            for (int g = 0; g < G; g++) {
+                w[g] = load_once(pair[g] + 32 + h * 256 + 32 * v);
+                aw[g] = _mm256_abs_epi8(w[g]);
+            }
             for (int j = 0; j < NT; j++) {
-                const __m256i qv = bcast_quad(q[j] + ib * 32 + 4 * v), av = bcast_quad(qa[j] + ib * 32 + 4 * v);
+                const __m256i qv = bcast_quad(q[j] + ib * 32 + 4 * v);
                 for (int g = 0; g < G; g++) {
-                    const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(w[g], qv));
+                    const __m256i p = _mm256_maddubs_epi16(aw[g], _mm256_sign_epi8(qv, w[g]));
                     sum[g][j] = _mm256_add_epi32(sum[g][j], _mm256_madd_epi16(p, ones));
                 }
             }
@@ -460,10 +462,13 @@ constexpr bool x8_prefetches(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
 }
 
-// Groups per decode pass: two where it measured faster (bench-decode-kernels, weights in L2: Q8_0 +14 %, the
-// others +1-3 %); Q5_K, whose unpacked levels fill the registers, measured the same or slower with two.
-constexpr int x8_decode_groups(dtype t) {
-    return t == dtype::q5_k ? 1 : 2;
+// Groups per decode pass: one. Two (each activation broadcast feeding both) measured faster with the weights
+// in L2 (bench-decode-kernels 1024 x 512: Q8_0 +14 %, Q4_K and Q6_K +1-3 %) but far slower from DRAM (8192 x
+// 8192: Q4_K, Q4_0, Q6_K 15-17 against 23-31 GB/s per CPU-second): two groups are two address streams
+// group_bytes apart, which the hardware prefetchers here do not follow as well as one (as the F16 two-row
+// kernel of session 3). A layout interleaving the two groups block by block would make it one stream.
+constexpr int x8_decode_groups(dtype) {
+    return 1;
 }
 
 // Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1), two groups per pass (a last odd group
