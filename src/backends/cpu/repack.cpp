@@ -75,21 +75,15 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                 if constexpr (high_bit) q |= ((b.qh[e % 32] >> (e / 32)) & 1) << 4;
                 return q;
             });
-            if constexpr (high_bit) {
-                // Sub-block s, vector i < 5, byte (r, k): level of element 32s + 4i + k in bits 0..4; bits 5..7
-                // carry the levels l5, l6, l7 of elements 32s + 20 + k, 24 + k, 28 + k: vectors 0, 1, 2 their bits
-                // 0..2, vector 3 bits 3, 4 of l5 and bit 3 of l7, vector 4 bits 3, 4 of l6 and bit 4 of l7.
+            put_nibbles(o, 160, high_bit ? 160 : 128, r, level);
+            if constexpr (high_bit)
                 for (int s = 0; s < 8; s++)
-                    for (int k = 0; k < 4; k++) {
-                        const int e = 32 * s + k, l5 = level(e + 20), l6 = level(e + 24), l7 = level(e + 28);
-                        const int spare[5] = {l5 & 7, l6 & 7, l7 & 7, (l5 >> 3) | ((l7 >> 3) & 1) << 2,
-                                              (l6 >> 3) | (l7 >> 4) << 2};
-                        for (int i = 0; i < 5; i++)
-                            o[160 + 160 * s + 32 * i + r * 4 + k] = uint8_t(level(e + 4 * i) | spare[i] << 5);
-                    }
-            } else {
-                put_nibbles(o, 160, 128, r, level);
-            }
+                    for (int v = 0; v < 4; v++)
+                        for (int k = 0; k < 4; k++) {
+                            const int e = 32 * s + 8 * v + k;
+                            o[160 + 160 * s + 128 + r * 4 + k] |=
+                                uint8_t((level(e) >> 4) << (2 * v) | (level(e + 4) >> 4) << (2 * v + 1));
+                        }
             put_scales_mins(b, r, o);
         }
     }
@@ -110,13 +104,15 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                 const uint8_t byte = b.ql[64 * h + l + 32 * (u & 1)];
                 return (u < 2 ? byte & 15 : byte >> 4) | (((b.qh[32 * h + l] >> (2 * u)) & 3) << 4);
             });
-            // Sub-block s, vector i < 3, byte (r, k): level of element 16s + 4i + k in bits 0..5, bits 2i, 2i + 1
-            // of the level of element 16s + 12 + k in bits 6, 7.
-            for (int sb = 0; sb < 16; sb++)
-                for (int i = 0; i < 3; i++)
-                    for (int k = 0; k < 4; k++)
-                        o[160 + 96 * sb + 32 * i + r * 4 + k] = uint8_t(
-                            (level(16 * sb + 4 * i + k) & 63) | ((level(16 * sb + 12 + k) >> (2 * i)) & 3) << 6);
+            put_nibbles(o, 160, 192, r, level);
+            // Group g = 2v + i of chunk c (elements 32c + 8v + 4i + k): top 2 bits at bits 2(g % 4) of vector
+            // g / 4 (which is also the 16-element sub-block 2c + g / 4).
+            for (int c = 0; c < 8; c++)
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) {
+                        const int e = 32 * c + 4 * g + k;
+                        o[160 + 192 * c + 128 + 32 * (g / 4) + r * 4 + k] |= uint8_t((level(e) >> 4) << (2 * (g % 4)));
+                    }
             for (int s = 0; s < 16; s++) o[s * 8 + r] = uint8_t(b.scales[s]);
             std::memcpy(o + 128 + 2 * r, &b.d, 2);
         }
@@ -175,15 +171,6 @@ void store32(uint8_t* p, uint32_t v) {
     std::memcpy(p, &v, 4);
 }
 
-void store64(uint8_t* p, uint64_t v) {
-    std::memcpy(p, &v, 8);
-}
-uint32_t load32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
 // One 32-element sub-block's nibble vectors of one row: src holds its 32 levels as the nibbles `shift` (0 or 4)
 // of 32 consecutive bytes; vector v (at dst + 32 v) gets level 8v + k in the low and 8v + 4 + k in the high
 // nibble of byte k.
@@ -206,27 +193,20 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
         for (int r = 0; r < k_rows; r++) {
             if (!rows[r]) continue;
             const block b = read_block<block>(rows[r], ib);
-            if constexpr (high_bit) {
-                // Sub-block s = 2c + h: nibble h of qs[32c..32c+31]; bit s of qh[l] is bit 4 of element 32s + l.
+            // Sub-block s = 2c + h: nibble h of qs[32c..32c+31].
+            for (int s = 0; s < 8; s++)
+                put_nibble_vectors(b.qs + 32 * (s / 2), 4 * (s % 2), o + 160 + stride * s + 4 * r);
+            if constexpr (high_bit)
                 for (int s = 0; s < 8; s++) {
-                    alignas(8) uint8_t lv[32];
-                    for (int l = 0; l < 32; l += 8) {
-                        const uint64_t nib = (load64(b.qs + 32 * (s / 2) + l) >> (4 * (s % 2))) & k_low_nibbles;
-                        store64(lv + l, nib | ((load64(b.qh + l) >> s) & k_low_bits) << 4);
+                    // Bit s of qh[l] is bit 4 of element 32s + l; byte k gets it for 8v + k at bit 2v and for
+                    // 8v + 4 + k at bit 2v + 1.
+                    uint32_t acc = 0;
+                    for (int v = 0; v < 4; v++) {
+                        const uint64_t m = (load64(b.qh + 8 * v) >> s) & k_low_bits;
+                        acc |= uint32_t(m) << (2 * v) | uint32_t(m >> 32) << (2 * v + 1);
                     }
-                    uint32_t w[8];
-                    for (int i = 0; i < 8; i++) w[i] = load32(lv + 4 * i);
-                    constexpr uint32_t m1 = 0x01010101u, m3 = 0x03030303u, m7 = 0x07070707u;
-                    const uint32_t spare[5] = {w[5] & m7, w[6] & m7, w[7] & m7,
-                                               ((w[5] >> 3) & m3) | ((w[7] >> 3) & m1) << 2,
-                                               ((w[6] >> 3) & m3) | ((w[7] >> 4) & m1) << 2};
-                    for (int i = 0; i < 5; i++) store32(o + 160 + 160 * s + 32 * i + 4 * r, w[i] | spare[i] << 5);
+                    store32(o + 160 + 160 * s + 128 + 4 * r, acc);
                 }
-            } else {
-                // Sub-block s = 2c + h: nibble h of qs[32c..32c+31].
-                for (int s = 0; s < 8; s++)
-                    put_nibble_vectors(b.qs + 32 * (s / 2), 4 * (s % 2), o + 160 + stride * s + 4 * r);
-            }
             put_scales_mins(b, r, o);
         }
     }
@@ -242,22 +222,18 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
         for (int r = 0; r < k_rows; r++) {
             if (!rows[r]) continue;
             const block_q6_k b = read_block<block_q6_k>(rows[r], ib);
-            // The 256 levels, 8 per step. Chunk c = 4h + u (elements 32c..): low 4 bits in nibble u / 2 of
-            // ql[64h + 32 (u % 2) ..], top 2 bits at bits 2u of qh[32h ..].
-            alignas(8) uint8_t lv[k_qk];
             for (int c = 0; c < 8; c++) {
+                // Chunk c = 4h + u: low 4 bits in nibble u / 2 of ql[64h + 32 (u % 2) ..], top 2 bits at bits 2u of
+                // qh[32h ..]; vector j of the high bits takes qh[32h + 16j ..], its 4 groups at bits 0, 2, 4, 6.
                 const int h = c / 4, u = c % 4;
-                for (int l = 0; l < 32; l += 8) {
-                    const uint64_t nib = (load64(b.ql + 64 * h + 32 * (u % 2) + l) >> (4 * (u / 2))) & k_low_nibbles;
-                    const uint64_t top = (load64(b.qh + 32 * h + l) >> (2 * u)) & k_low_pairs;
-                    store64(lv + 32 * c + l, nib | top << 4);
+                uint8_t* oc = o + 160 + 192 * c + 4 * r;
+                put_nibble_vectors(b.ql + 64 * h + 32 * (u % 2), 4 * (u / 2), oc);
+                for (int j = 0; j < 2; j++) {
+                    const uint64_t a = (load64(b.qh + 32 * h + 16 * j) >> (2 * u)) & k_low_pairs;
+                    const uint64_t e = (load64(b.qh + 32 * h + 16 * j + 8) >> (2 * u)) & k_low_pairs;
+                    store32(oc + 128 + 32 * j,
+                            uint32_t(a) | uint32_t(a >> 32) << 2 | uint32_t(e) << 4 | uint32_t(e >> 32) << 6);
                 }
-            }
-            for (int sb = 0; sb < 16; sb++) {
-                const uint32_t last = load32(lv + 16 * sb + 12);
-                for (int i = 0; i < 3; i++)
-                    store32(o + 160 + 96 * sb + 32 * i + 4 * r,
-                            load32(lv + 16 * sb + 4 * i) | ((last >> (2 * i)) & 0x03030303u) << 6);
             }
             for (int s = 0; s < 16; s++) o[s * 8 + r] = uint8_t(b.scales[s]);
             std::memcpy(o + 128 + 2 * r, &b.d, 2);
