@@ -113,11 +113,17 @@ public:
                        format_bytes(mm.streamed_bytes_per_token), gbps);
             // Issue 4's memory target: the whole process's peak resident set against the file and the KV cache
             // (bench/peak-memory.sh collects this line per model).
+            // With --device cuda the weights and the KV cache (or part of them, with --gpu-layers) live on the GPU,
+            // so only the host's peak is printed, without the ratio.
             if (const auto hwm = read_process_counters().hwm_bytes) {
                 const double mib = 1024.0 * 1024.0, file = double(ex->file().file().size());
                 const double kv = double(mm.kv_bytes(ex->n_ctx()));
-                fmt::print(stderr, "[memtile] peak RSS {:.1f} MiB = {:.3f} x (file {:.1f} MiB + KV {:.1f} MiB)\n",
-                           double(*hwm) / mib, double(*hwm) / (file + kv), file / mib, kv / mib);
+                if (model_.device == "cpu")
+                    fmt::print(stderr, "[memtile] peak RSS {:.1f} MiB = {:.3f} x (file {:.1f} MiB + KV {:.1f} MiB)\n",
+                               double(*hwm) / mib, double(*hwm) / (file + kv), file / mib, kv / mib);
+                else
+                    fmt::print(stderr, "[memtile] host peak RSS {:.1f} MiB (weights and KV cache on the {})\n",
+                               double(*hwm) / mib, model_.device);
             }
             const std::string huge = huge_page_note(ex->file().file());
             fmt::print(stderr, "[memtile] memory mode {} ({})\n", model_.memory_mode(),
