@@ -514,17 +514,24 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// "a;b;c" -> {"a", "b", "c"}: the benches' lists of masks or levels (semicolons, as the shell passes them quoted).
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> v;
+    for (size_t a = 0; a < s.size();) {
+        const size_t b = std::min(s.find(';', a), s.size());
+        v.push_back(s.substr(a, b - a));
+        a = b + 1;
+    }
+    return v;
+}
+
 // Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with each mask of `masks` (default "0;2";
 // the list run twice, alternated, for the drift within the run), then the batched step at B=8 (which does not use
 // them) against the single-sequence graph of the first and last mask.
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks) {
     const auto& preset = find_preset("llama3-8b");
     std::vector<unsigned> list;
-    for (size_t a = 0; a < masks.size();) {
-        const size_t b = std::min(masks.find(';', a), masks.size());
-        list.push_back(unsigned(std::strtoul(masks.substr(a, b - a).c_str(), nullptr, 0)));
-        a = b + 1;
-    }
+    for (const auto& e : split_list(masks)) list.push_back(unsigned(std::strtoul(e.c_str(), nullptr, 0)));
     if (list.empty()) list = {0u, 2u};
     fmt::print(
         "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s (masks of "
@@ -569,11 +576,7 @@ void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, cons
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
     const auto& preset = find_preset("llama3-8b");
     std::vector<int> levels;
-    for (size_t a = 0; a < list.size();) {
-        const size_t b = std::min(list.find(';', a), list.size());
-        levels.push_back(int(std::strtol(list.substr(a, b - a).c_str(), nullptr, 10)));
-        a = b + 1;
-    }
+    for (const auto& e : split_list(list)) levels.push_back(int(std::strtol(e.c_str(), nullptr, 10)));
     fmt::print("\nearly weight loads, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
                bw.hbm_read_gbs);
     const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::bf16, file_type::q4_0};
