@@ -230,6 +230,31 @@ void check_matvec() {
     }
 }
 
+// The Q4_K_M products of matvec-qkm.h (pair launch and its variants, the alternative Q4_K kernels) against the CPU
+// matmul and bit-equal to the plain launches; odd row counts cover the clamped last rows.
+void check_qkm_products() {
+    struct item {
+        int64_t n_in, n_out_a, n_out_b;
+        unsigned bits;
+    };
+    const item items[] = {{4096, 640, 128, 32},        {4096, 640, 128, 32 | 64},    {4096, 642, 130, 32 | 128},
+                          {4096, 640, 130, 32 | 2048}, {256, 77, 33, 32 | 64 | 128}, {256, 8200, 0, 256},
+                          {768, 77, 0, 1024},          {4096, 130, 33, 1024},        {14336, 130, 0, 512},
+                          {14336, 33, 0, 512}};
+    for (const auto& it : items) {
+        try {
+            const auto r =
+                test::compare_qkm_products(it.n_in, it.n_out_a, it.n_out_b, it.bits, uint64_t(it.n_in + it.bits));
+            report(r.nmse <= 1e-9 && r.bit_equal,
+                   fmt::format("qkm products bits {:3} Q4_K {}x{} + Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
+                               "bit-equal to the plain launches: {}",
+                               it.bits, it.n_out_a, it.n_in, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("qkm products bits {}: {}", it.bits, e.what()));
+        }
+    }
+}
+
 void check_attention() {
     struct item {
         int n_pos, n_head, n_head_kv, head_dim;
@@ -982,6 +1007,7 @@ int main(int argc, char** argv) {
         if (do_checks) {
             check_batch_products();
             check_matvec();
+            check_qkm_products();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);

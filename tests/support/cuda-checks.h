@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -89,6 +90,52 @@ inline double compare_matvec(dtype t, int64_t n_in, int64_t n_out, uint64_t seed
     cpu::matmul(*pw, x.data(), 1, cpu_y.data(), pool);
     const auto gpu_y = cuda::matvec_gguf_rows(t, rows.data(), n_in, n_out, x.data());
     return nmse(gpu_y, cpu_y);
+}
+
+// The Q4_K_M decode products of cuda::qkm_products_gguf (a Q4_K and a Q6_K matrix on one activation, the path of the
+// decode fusion mask `bits`) against the CPU engine's matmul of each matrix (worst NMSE of the two), and whether they
+// are bit-equal to the plain launches (bits 0).
+struct qkm_comparison {
+    double nmse = 0;
+    bool bit_equal = false;
+};
+inline qkm_comparison compare_qkm_products(int64_t n_in, int64_t n_out_a, int64_t n_out_b, unsigned bits,
+                                           uint64_t seed) {
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&z] {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
+    };
+    std::vector<float> wa(static_cast<size_t>(n_in * n_out_a)), wb(static_cast<size_t>(n_in * n_out_b));
+    std::vector<float> x(static_cast<size_t>(n_in));
+    for (auto& v : wa) v = next() * 0.05f;
+    for (auto& v : wb) v = next() * 0.05f;
+    for (auto& v : x) v = next();
+    const std::vector<uint8_t> ra = quantize_tensor(dtype::q4_k, wa.data(), n_out_a, n_in);
+    const std::vector<uint8_t> rb =
+        n_out_b ? quantize_tensor(dtype::q6_k, wb.data(), n_out_b, n_in) : std::vector<uint8_t>{};
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    auto cpu_product = [&](dtype t, const std::vector<uint8_t>& rows, int64_t n_out) {
+        cpu::weight_view view{t, rows.data(), n_in, n_out, row_bytes(t, uint64_t(n_in))};
+        auto pw = cpu::prepare_weight(view);
+        std::vector<float> y(static_cast<size_t>(n_out));
+        cpu::matmul(*pw, x.data(), 1, y.data(), pool);
+        return y;
+    };
+    const std::vector<float> ya = cpu_product(dtype::q4_k, ra, n_out_a);
+    const std::vector<float> yb = n_out_b ? cpu_product(dtype::q6_k, rb, n_out_b) : std::vector<float>{};
+    const auto plain = cuda::qkm_products_gguf(ra.data(), n_out_a, rb.data(), n_out_b, n_in, x.data(), 0);
+    const auto gpu = cuda::qkm_products_gguf(ra.data(), n_out_a, rb.data(), n_out_b, n_in, x.data(), bits);
+    qkm_comparison r;
+    const std::span<const float> g(gpu);
+    r.nmse = nmse(g.first(size_t(n_out_a)), ya);
+    if (n_out_b) r.nmse = std::max(r.nmse, nmse(g.subspan(size_t(n_out_a)), yb));
+    r.bit_equal = plain.size() == gpu.size() &&
+                  std::equal(plain.begin(), plain.end(), gpu.begin(),
+                             [](float p, float q) { return std::memcmp(&p, &q, sizeof(float)) == 0; });
+    return r;
 }
 
 // Largest |difference| between the GPU's embedding gather of a few rows and the CPU's dequantize_row (both

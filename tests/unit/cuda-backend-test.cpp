@@ -65,6 +65,22 @@ TEST(cuda_backend, matvec_matches_the_cpu_matmul_per_format) {
     }
 }
 
+// The Q4_K_M products of matvec-qkm.h (Q/K + V in one launch, the alternative Q4_K kernels): against the CPU matmul and
+// bit-equal to the plain launches.
+TEST(cuda_backend, qkm_products_match_the_plain_launches) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (unsigned bits : {32u, 32u | 64u, 32u | 128u, 32u | 64u | 128u, 32u | 2048u}) {
+        const auto r = test::compare_qkm_products(1024, 130, 66, bits, bits);
+        EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
+        EXPECT_TRUE(r.bit_equal) << "bits " << bits;
+    }
+    for (const auto& [n_in, bits] : {std::pair<int64_t, unsigned>{512, 256}, {4096, 1024}, {8192, 512}}) {
+        const auto r = test::compare_qkm_products(n_in, bits == 256 ? 8194 : 77, 0, bits, bits);
+        EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
+        EXPECT_TRUE(r.bit_equal) << "bits " << bits;
+    }
+}
+
 // RoPE + f16 KV cache + split attention against the CPU engine's ops.
 TEST(cuda_backend, attention_matches_the_cpu_ops) {
     MEMTILE_SKIP_WITHOUT_CUDA();

@@ -33,6 +33,10 @@ double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
 std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
+std::vector<float> qkm_products_gguf(const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, const float*,
+                                     unsigned) {
+    not_compiled();
+}
 std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int) {
     not_compiled();
 }

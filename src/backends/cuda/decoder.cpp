@@ -14,6 +14,7 @@
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/matvec-fused.h"
+#include "backends/cuda/matvec-qkm.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -430,6 +431,8 @@ private:
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
     // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
     // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
+    // 32 (64, 128, 2048), 256, 512, 1024: the Q4_K_M products of matvec-qkm.h (bit-equal; docs/cuda-decode-log.md,
+    // session 7).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -441,20 +444,27 @@ private:
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
         const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
-                   fuse_glu_q8 = decode_fusion() & 16;
+                   fuse_glu_q8 = decode_fusion() & 16, fuse_pair = decode_fusion() & 32;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
-            for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
+            if (fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w))
+                launch_matvec_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w, qkv_ + L.qkv[1].offset, xq_, xd_,
+                                   xs_, decode_fusion(), s);
+            else
+                for (const auto& p : L.qkv)
+                    if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, qkv_ + p.offset, false, decode_fusion(), s))
+                        launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
             if (!(fuse_merge && wo_qb != 256 &&
                   launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_, merge_counters_,
                                          att_, wo_qb, xq_, xd_, xs_, s)))
                 launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
-            launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
+            if (!launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
+                launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
                             s);
             if (fuse_glu && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * F &&
@@ -471,9 +481,12 @@ private:
                 launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
                 continue;
             }
-            for (const auto& p : L.gate_up) launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
+            for (const auto& p : L.gate_up)
+                if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, gu_ + p.offset, false, decode_fusion(), s))
+                    launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
             launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_for({{L.down, 0}}), xd_, xs_, s);
-            launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
+            if (!launch_matvec_qkm(L.down, xq_, xd_, xs_, x_, true, decode_fusion(), s))
+                launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
         }
         launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_for({{output_, 0}}), xd_,
                         xs_, s);

@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/host-util.h"
+#include "backends/cuda/matvec-qkm.h"
 #include "core/error.h"
 
 namespace memtile::cuda {
@@ -190,6 +191,33 @@ std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, 
     check(cudaGetLastError(), "matvec launch");
     std::vector<float> out(static_cast<size_t>(n_out));
     check(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost), "matvec");
+    return out;
+}
+
+std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const uint8_t* b, int64_t n_out_b, int64_t n_in,
+                                     const float* x, unsigned bits) {
+    require_device();
+    if (n_in % 256 != 0) fail("cuda", "Q4_K_M products: row length {} is not a multiple of 256", n_in);
+    device_arena arena;
+    const gpu_weight wa = upload_rows(arena, dtype::q4_k, a, n_in, n_out_a);
+    const gpu_weight wb = n_out_b ? upload_rows(arena, dtype::q6_k, b, n_in, n_out_b) : gpu_weight{};
+    auto* xg = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32) * 4));
+    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32) * 4));
+    auto* y = static_cast<float*>(arena.alloc(size_t(n_out_a + n_out_b) * 4));
+    check(cudaMemcpy(xg, x, size_t(n_in) * 4, cudaMemcpyHostToDevice), "upload");
+    launch_quantize(xg, n_in, 256, xq, xd, xs, nullptr);
+    if ((bits & 32) && n_out_b && matvec_pair_supported(wa, wb)) {
+        launch_matvec_pair(wa, y, wb, y + n_out_a, xq, xd, xs, bits, nullptr);
+    } else {
+        if (!launch_matvec_qkm(wa, xq, xd, xs, y, false, bits, nullptr))
+            launch_matvec(wa, xg, xq, xd, xs, y, false, nullptr);
+        if (n_out_b) launch_matvec(wb, xg, xq, xd, xs, y + n_out_a, false, nullptr);
+    }
+    check(cudaGetLastError(), "Q4_K_M products launch");
+    std::vector<float> out(static_cast<size_t>(n_out_a + n_out_b));
+    check(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost), "Q4_K_M products");
     return out;
 }
 

@@ -1,0 +1,156 @@
+// Decode products of Q4_K_M files in other launch forms than matvec-common.cuh's one-matrix kernel
+// (docs/cuda-decode-log.md, "Session 7 (branch gqkm)"), all bit-equal to it: every row's tasks, their order and the
+// warp sums are those of the plain kernel at the same warps per row W (R, the rows sharing the activation loads, and
+// the unrolling do not change a row's sums).
+// - Pair (decode fusion bit 32): Q/K (Q4_K, 2 x 2) and V (Q6_K, W = 1) of a layer whose V has another type in one
+//   launch, blocks picking their matrix by block index: the small V product (1,024 rows, 128 blocks at 6 % occupancy
+//   alone) no longer runs alone, and one kernel boundary goes. Bits 64 (V blocks after the Q/K blocks instead of
+//   before), 128 (V at 2 rows per warp instead of 1: 80 registers) and 2048 (V at 1 row per warp without the cap of 64
+//   registers: 72) are A/B variants.
+// - Bits 256 / 1024: Q4_K products of n_in < 8,192 with n_out > / <= 8,192 (gate/up / Wo and Q/K/V) at 4 rows x 2 warps
+//   (the activation loads shared by 4 rows, 4 rows' loads in flight per thread).
+// - Bit 512: Q4_K products of n_in >= 8,192 (down) at 2 x 2 with the task loop unrolled by 4 (every task of a thread
+//   in flight at once: 224 tasks per row over 64 threads).
+#include "backends/cuda/matvec-qkm.h"
+
+#include "backends/cuda/matvec-common.cuh"
+
+namespace memtile::cuda {
+namespace detail {
+namespace {
+
+// Block `blk` of a K-format product (T = Q4_K or Q6_K): the body of matvec_kernel<T, R, W> with the task loop unrolled
+// by U. y[row] (+)= the row's sum, rows past n_out not stored.
+template <dtype T, int R, int W, int U>
+__device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const int8_t* xq, const float* xd,
+                                         const float* xs, float* y, int accumulate) {
+    constexpr int S = 32 * W, G = k_block_warps / W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
+    const int tid = (warp % W) * 32 + lane;
+    const int64_t row0 = (blk * G + group) * R;
+    const int n_in = int(w.n_in);
+    const int64_t d_row = T == dtype::q6_k ? n_in / 256 : 2 * q4k_side_row_words(n_in / 256);
+    const uint8_t* q[R];
+    const uint16_t* d[R];
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = min(row0 + r, w.n_out - 1);
+        q[r] = w.q + row * w.q_row_bytes;
+        d[r] = w.d + row * d_row;
+        acc[r] = 0;
+    }
+    griddep_wait();
+    griddep_launch();
+    if constexpr (T == dtype::q4_k) {
+#pragma unroll U
+        for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+    } else {
+#pragma unroll U
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
+    }
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
+    if constexpr (W > 1) {
+        __shared__ float part[k_block_warps][R];
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++) part[warp][r] = v[r];
+        __syncthreads();
+        if (tid >= R) return;
+        float s = 0;
+#pragma unroll
+        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+        if (row0 + tid < w.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
+    } else {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
+    }
+}
+
+template <int R, int W>
+constexpr int64_t rows_per_block() {
+    return int64_t(R) * (k_block_warps / W);
+}
+
+// a: Q4_K at 2 x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
+// MINB 8 caps the registers at 64 (8 blocks of 4 warps per SM, the Q4_K kernel's occupancy); 0: no cap.
+template <int RB, bool B_FIRST, int MINB>
+__global__ void __launch_bounds__(32 * k_block_warps, MINB)
+    matvec_pair_kernel(gpu_weight a, float* ya, gpu_weight b, float* yb, int64_t nb, const int8_t* xq, const float* xd,
+                       const float* xs) {
+    const int64_t blk = blockIdx.x;
+    const int64_t na = int64_t(gridDim.x) - nb;
+    const bool is_b = B_FIRST ? blk < nb : blk >= na;
+    if (is_b)
+        kq_block<dtype::q6_k, RB, 1, 2>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
+    else
+        kq_block<dtype::q4_k, 2, 2, 2>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
+}
+
+// MINB as matvec_pair_kernel: 4 x 2 takes 79 registers (a cap at 64 spilled 156 bytes), 2 x 2 unrolled by 4 fits 64.
+template <dtype T, int R, int W, int U, int MINB>
+__global__ void __launch_bounds__(32 * k_block_warps, MINB)
+    matvec_kq_kernel(gpu_weight w, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
+    kq_block<T, R, W, U>(w, blockIdx.x, xq, xd, xs, y, accumulate);
+}
+
+template <int RB, bool B_FIRST, int MINB>
+void launch_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq, const float* xd,
+                 const float* xs, cudaStream_t s) {
+    const int64_t pa = rows_per_block<2, 2>(), pb = rows_per_block<RB, 1>();
+    const int64_t na = (a.n_out + pa - 1) / pa, nb = (b.n_out + pb - 1) / pb;
+    launch(matvec_pair_kernel<RB, B_FIRST, MINB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb, nb, xq, xd,
+           xs);
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+bool matvec_pair_supported(const gpu_weight& a, const gpu_weight& b) {
+    // The plain kernel's warps per row (Q4_K 2, Q6_K 1), so that the pair is bit-equal to the two launches.
+    return a.type == dtype::q4_k && b.type == dtype::q6_k && a.n_in == b.n_in && a.n_in % 256 == 0 &&
+           default_matvec_shape(a).warps == 2 && default_matvec_shape(b).warps == 1;
+}
+
+void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq,
+                        const float* xd, const float* xs, unsigned bits, cudaStream_t s) {
+    const bool b_last = bits & 64;
+    if (bits & 128) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
+        if (b_last) return launch_pair<2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
+        return launch_pair<2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
+    }
+    if (bits & 2048) {  // V 1 x 1 without the register cap: 72 registers, 7 blocks per SM
+        if (b_last) return launch_pair<1, false, 0>(a, ya, b, yb, xq, xd, xs, s);
+        return launch_pair<1, true, 0>(a, ya, b, yb, xq, xd, xs, s);
+    }
+    // V 1 x 1 at 64 registers (8 blocks per SM, the plain Q4_K kernel's occupancy; ptxas spills 16 bytes)
+    if (b_last) return launch_pair<1, false, 8>(a, ya, b, yb, xq, xd, xs, s);
+    launch_pair<1, true, 8>(a, ya, b, yb, xq, xd, xs, s);
+}
+
+bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
+                       bool accumulate, unsigned bits, cudaStream_t s) {
+    if (w.type != dtype::q4_k || w.n_in % 256 != 0 || default_matvec_shape(w).warps != 2) return false;
+    const int acc = accumulate ? 1 : 0;
+    if ((bits & (w.n_out > 8192 ? 256 : 1024)) && w.n_in < 8192) {
+        const int64_t rows = rows_per_block<4, 2>();
+        launch(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, unsigned((w.n_out + rows - 1) / rows), 32 * k_block_warps, s,
+               w, xq, xd, xs, y, acc);
+        return true;
+    }
+    if ((bits & 512) && w.n_in >= 8192) {
+        const int64_t rows = rows_per_block<2, 2>();
+        launch(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, unsigned((w.n_out + rows - 1) / rows), 32 * k_block_warps, s,
+               w, xq, xd, xs, y, acc);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace memtile::cuda
