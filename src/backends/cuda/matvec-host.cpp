@@ -213,7 +213,8 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
     } else {
         if (!launch_matvec_qkm(wa, xq, xd, xs, y, false, bits, nullptr))
             launch_matvec(wa, xg, xq, xd, xs, y, false, nullptr);
-        if (n_out_b) launch_matvec(wb, xg, xq, xd, xs, y + n_out_a, false, nullptr);
+        if (n_out_b && !launch_matvec_qkm(wb, xq, xd, xs, y + n_out_a, false, bits, nullptr))
+            launch_matvec(wb, xg, xq, xd, xs, y + n_out_a, false, nullptr);
     }
     check(cudaGetLastError(), "Q4_K_M products launch");
     std::vector<float> out(static_cast<size_t>(n_out_a + n_out_b));

@@ -11,6 +11,8 @@
 //   (the activation loads shared by 4 rows, 4 rows' loads in flight per thread).
 // - Bit 512: Q4_K products of n_in >= 8,192 (down) at 2 x 2 with the task loop unrolled by 4 (every task of a thread
 //   in flight at once: 224 tasks per row over 64 threads).
+// - Bit 4096: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
+// - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6).
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
@@ -136,20 +138,21 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
 
 bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
                        bool accumulate, unsigned bits, cudaStream_t s) {
-    if (w.type != dtype::q4_k || w.n_in % 256 != 0 || default_matvec_shape(w).warps != 2) return false;
+    if (w.n_in % 256 != 0) return false;
     const int acc = accumulate ? 1 : 0;
-    if ((bits & (w.n_out > 8192 ? 256 : 1024)) && w.n_in < 8192) {
-        const int64_t rows = rows_per_block<4, 2>();
-        launch(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, unsigned((w.n_out + rows - 1) / rows), 32 * k_block_warps, s,
-               w, xq, xd, xs, y, acc);
+    auto run = [&](auto kernel, int64_t rows_per_block) {
+        launch(kernel, unsigned((w.n_out + rows_per_block - 1) / rows_per_block), 32 * k_block_warps, s, w, xq, xd, xs,
+               y, acc);
         return true;
-    }
-    if ((bits & 512) && w.n_in >= 8192) {
-        const int64_t rows = rows_per_block<2, 2>();
-        launch(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, unsigned((w.n_out + rows - 1) / rows), 32 * k_block_warps, s,
-               w, xq, xd, xs, y, acc);
-        return true;
-    }
+    };
+    const int warps = default_matvec_shape(w).warps;
+    if (w.type == dtype::q6_k && warps == 4 && (bits & 8192))
+        return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 8>, rows_per_block<2, 4>());
+    if (w.type != dtype::q4_k || warps != 2) return false;
+    if ((bits & (w.n_out > 8192 ? 256 : 1024)) && w.n_in < 8192)
+        return run(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, rows_per_block<4, 2>());
+    if ((bits & 512) && w.n_in >= 8192) return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());
+    if (bits & 4096) return run(matvec_kq_kernel<dtype::q4_k, 1, 2, 2, 0>, rows_per_block<1, 2>());
     return false;
 }
 
