@@ -13,6 +13,8 @@
 //   in flight at once: 224 tasks per row over 64 threads).
 // - Bit 4096: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
 // - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6).
+// - Bit 16384: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident slot
+//   (matvec_q4k_loop_kernel).
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
@@ -100,6 +102,98 @@ __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     kq_block<T, R, W, U>(w, blockIdx.x, xq, xd, xs, y, accumulate);
 }
 
+// Q4_K with n_in <= 4,096 (one task per thread and row at 2 x 2) in loops over row pairs: group g of block b takes the
+// pairs 2 b + g, 2 b + g + 2 gridDim.x, ... (rows 2p, 2p + 1; W = 2 warps per pair as the plain kernel, so the same
+// sums). A thread's task, hence its activations, is the same for every pair: loaded once, not once per pair as the
+// plain kernel's 7,168 blocks of gate/up do; the next pair's weights are loaded before the current pair's arithmetic.
+// The two warps of a group exchange their sums through shared memory (double-buffered by iteration) behind a named
+// barrier of 64 threads, since the groups of a block may run different numbers of pairs.
+struct q4k_pair_weights {
+    int4 w0[2], w1[2];
+    uint32_t sm[2], dm[2];
+};
+__global__ void __launch_bounds__(32 * k_block_warps)
+    matvec_q4k_loop_kernel(gpu_weight w, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp >> 1;
+    const int tid = (warp & 1) * 32 + lane;
+    const int n_in = int(w.n_in);
+    const bool active = tid < n_in / 64;
+    const int b = tid >> 2, c = tid & 3;
+    const int64_t n_pairs = (w.n_out + 1) / 2, stride = 2 * int64_t(gridDim.x);
+    const int64_t d_row = 2 * q4k_side_row_words(n_in / 256);
+    auto load = [&](int64_t p, q4k_pair_weights& o) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = min(2 * p + r, w.n_out - 1);
+            const uint8_t* q = w.q + row * w.q_row_bytes + b * 128 + 32 * c;
+            const uint32_t* side = reinterpret_cast<const uint32_t*>(w.d + row * d_row);
+            o.w0[r] = load_stream(q);
+            o.w1[r] = load_stream(q + 16);
+            o.sm[r] = __ldg(side + q4k_sm_word(b) + c);
+            o.dm[r] = __ldg(side + q4k_dm_word(b));
+        }
+    };
+    __shared__ float part[2][k_block_warps][2];
+    griddep_wait();
+    griddep_launch();
+    int4 a0 = make_int4(0, 0, 0, 0), a1 = a0, a2 = a0, a3 = a0;
+    float ad = 0;
+    float2 as = make_float2(0, 0);
+    if (active) {
+        const int8_t* ax = xq + b * 256 + 64 * c;
+        a0 = load_act(ax);
+        a1 = load_act(ax + 16);
+        a2 = load_act(ax + 32);
+        a3 = load_act(ax + 48);
+        ad = xd[b * 8 + 2 * c];
+        as = *reinterpret_cast<const float2*>(xs + b * 8 + 2 * c);
+    }
+    int64_t p = 2 * int64_t(blockIdx.x) + group;
+    q4k_pair_weights cur{}, nxt{};
+    if (active && p < n_pairs) load(p, cur);
+    for (int it = 0; p < n_pairs; p += stride, it ^= 1) {
+        if (active && p + stride < n_pairs) load(p + stride, nxt);
+        float acc[2] = {0, 0};
+        if (active) {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {  // task_q4k's arithmetic
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    lo = __dp4a(word(cur.w0[r], k) & 0x0f0f0f0f, word(a0, k), lo);
+                    lo = __dp4a(word(cur.w1[r], k) & 0x0f0f0f0f, word(a1, k), lo);
+                    hi = dp4a_us(uint32_t(word(cur.w0[r], k)) & 0xf0f0f0f0u, word(a2, k), hi);
+                    hi = dp4a_us(uint32_t(word(cur.w1[r], k)) & 0xf0f0f0f0u, word(a3, k), hi);
+                }
+                const uint32_t sm = cur.sm[r], dm = cur.dm[r];
+                const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+                const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+                const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));
+                acc[r] += dd.x * ad * float(isum) - dd.y * mn;
+            }
+        }
+        float v[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) v[r] = warp_sum(acc[r]);
+        if (lane == 0) {
+            part[it][warp][0] = v[0];
+            part[it][warp][1] = v[1];
+        }
+        if (group == 0)  // constant barrier ids (a register id makes ptxas reserve all 16)
+            asm volatile("bar.sync 1, 64;" ::: "memory");
+        else
+            asm volatile("bar.sync 2, 64;" ::: "memory");
+        if (tid < 2) {
+            float sum = 0;
+            sum += part[it][2 * group][tid];
+            sum += part[it][2 * group + 1][tid];
+            const int64_t row = 2 * p + tid;
+            if (row < w.n_out) y[row] = accumulate ? y[row] + sum : sum;
+        }
+        cur = nxt;
+    }
+}
+
 template <int RB, bool B_FIRST, int MINB>
 void launch_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq, const float* xd,
                  const float* xs, cudaStream_t s) {
@@ -149,6 +243,19 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
     if (w.type == dtype::q6_k && warps == 4 && (bits & 8192))
         return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 8>, rows_per_block<2, 4>());
     if (w.type != dtype::q4_k || warps != 2) return false;
+    if ((bits & 16384) && w.n_in <= 4096 && w.n_out > 8192) {
+        // As many blocks as are resident at once (7 per SM at 72 registers), at most one per 2 pairs.
+        static int resident = 0;
+        if (!resident) {
+            int sms = 0, per_sm = 0;
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_q4k_loop_kernel, 32 * k_block_warps, 0);
+            resident = std::max(1, sms * per_sm);
+        }
+        const int64_t blocks = std::min<int64_t>((w.n_out + 3) / 4, resident);
+        launch(matvec_q4k_loop_kernel, unsigned(blocks), 32 * k_block_warps, s, w, xq, xd, xs, y, acc);
+        return true;
+    }
     if ((bits & (w.n_out > 8192 ? 256 : 1024)) && w.n_in < 8192)
         return run(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, rows_per_block<4, 2>());
     if ((bits & 512) && w.n_in >= 8192) return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());
