@@ -69,7 +69,7 @@ TEST(cuda_backend, matvec_matches_the_cpu_matmul_per_format) {
 // bit-equal to the plain launches.
 TEST(cuda_backend, qkm_products_match_the_plain_launches) {
     MEMTILE_SKIP_WITHOUT_CUDA();
-    for (unsigned bits : {32u, 32u | 64u, 32u | 128u, 32u | 64u | 128u, 32u | 2048u}) {
+    for (unsigned bits : {32u, 32u | 64u, 32u | 128u, 32u | 64u | 128u, 32u | 2048u, 32u | 128u | 32768u}) {
         const auto r = test::compare_qkm_products(1024, 130, 66, bits, bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
         EXPECT_TRUE(r.bit_equal) << "bits " << bits;
@@ -79,7 +79,8 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
                                      {8192, 512},
                                      {1024, 4096},
                                      {8192, 8192},
-                                     {1024, 16384}}) {
+                                     {1024, 16384},
+                                     {8192, 65536}}) {
         const int64_t n_out = bits == 256 ? 8194 : bits == 16384 ? 20001 : 77;
         const auto r = test::compare_qkm_products(n_in, n_out, bits == 8192 ? 33 : 0, bits, bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;

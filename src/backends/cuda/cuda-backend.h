@@ -56,7 +56,7 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
 // The Q4_K_M decode products of matvec-qkm.h on GGUF rows (checks): a = n_out_a Q4_K rows, b = n_out_b Q6_K rows (0:
 // none) of n_in elements: [a x; b x] (host), by the path the decode fusion mask `bits` selects (32 with its variant
-// bits 64/128/2048: a and b in one launch; 256/.../16384: the alternative kernels (8192: of b); 0:
+// bits 64/128/2048/32768: a and b in one launch; 256/.../16384: the alternative kernels (8192: of b); 0:
 // launch_matvec per matrix).
 std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const uint8_t* b, int64_t n_out_b, int64_t n_in,
                                      const float* x, unsigned bits);
@@ -80,10 +80,11 @@ void set_pdl(bool on);
 // fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch gfuse-exp; RMSNorm
 // recomputed in every block of its F16/BF16 consumers: branch gfu-exp; the merge in the attention kernel for a K-format
 // Wo, twice: docs/cuda.md) are not offered. Q4_K_M products (matvec-qkm.h): 32 Q4_K Q/K and Q6_K V in one launch (64,
-// 128, 2048: variants of it); 256 / 512 / 1024 / 4096 the alternative Q4_K kernels of gate/up / down / the other
-// matrices / all, 8192 the Q6_K down kernel at 64 registers, 16384 Q4_K gate/up in loops over row pairs.
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 128 | 1024 | 16384;
-constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 128 | 256 | 512 | 1024 | 8192 | 16384;
+// 128, 2048, 32768: variants of it); 256 / 512 / 1024 / 4096 the alternative Q4_K kernels of gate/up / down / the other
+// matrices / all, 8192 the Q6_K down kernel at 64 registers, 16384 Q4_K gate/up in loops over row pairs, 65536 Q4_K
+// down at 4 rows per group.
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 128 | 1024;
+constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 128 | 256 | 512 | 1024 | 8192 | 16384 | 32768 | 65536;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

@@ -6,11 +6,12 @@
 //   launch, blocks picking their matrix by block index: the small V product (1,024 rows, 128 blocks at 6 % occupancy
 //   alone) no longer runs alone, and one kernel boundary goes. Bits 64 (V blocks after the Q/K blocks instead of
 //   before), 128 (V at 2 rows per warp instead of 1: 80 registers) and 2048 (V at 1 row per warp without the cap of 64
-//   registers: 72) are A/B variants.
+//   registers: 72) are A/B variants; 32768 with 128: Q/K at 4 rows x 2 warps.
 // - Bits 256 / 1024: Q4_K products of n_in < 8,192 with n_out > / <= 8,192 (gate/up / Wo and Q/K/V) at 4 rows x 2 warps
 //   (the activation loads shared by 4 rows, 4 rows' loads in flight per thread).
 // - Bit 512: Q4_K products of n_in >= 8,192 (down) at 2 x 2 with the task loop unrolled by 4 (every task of a thread
 //   in flight at once: 224 tasks per row over 64 threads).
+// - Bit 65536: Q4_K products of n_in >= 8,192 (down) at 4 rows x 2 warps.
 // - Bit 4096: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
 // - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6).
 // - Bit 16384: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident slot
@@ -80,9 +81,9 @@ constexpr int64_t rows_per_block() {
     return int64_t(R) * (k_block_warps / W);
 }
 
-// a: Q4_K at 2 x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
+// a: Q4_K at RA x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
 // MINB 8 caps the registers at 64 (8 blocks of 4 warps per SM, the Q4_K kernel's occupancy); 0: no cap.
-template <int RB, bool B_FIRST, int MINB>
+template <int RA, int RB, bool B_FIRST, int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_pair_kernel(gpu_weight a, float* ya, gpu_weight b, float* yb, int64_t nb, const int8_t* xq, const float* xd,
                        const float* xs) {
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     if (is_b)
         kq_block<dtype::q6_k, RB, 1, 2>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
     else
-        kq_block<dtype::q4_k, 2, 2, 2>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
+        kq_block<dtype::q4_k, RA, 2, 2>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
 }
 
 // MINB as matvec_pair_kernel: 4 x 2 takes 79 registers (a cap at 64 spilled 156 bytes), 2 x 2 unrolled by 4 fits 64.
@@ -194,13 +195,13 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
 }
 
-template <int RB, bool B_FIRST, int MINB>
+template <int RA, int RB, bool B_FIRST, int MINB>
 void launch_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq, const float* xd,
                  const float* xs, cudaStream_t s) {
-    const int64_t pa = rows_per_block<2, 2>(), pb = rows_per_block<RB, 1>();
+    const int64_t pa = rows_per_block<RA, 2>(), pb = rows_per_block<RB, 1>();
     const int64_t na = (a.n_out + pa - 1) / pa, nb = (b.n_out + pb - 1) / pb;
-    launch(matvec_pair_kernel<RB, B_FIRST, MINB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb, nb, xq, xd,
-           xs);
+    launch(matvec_pair_kernel<RA, RB, B_FIRST, MINB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb, nb, xq,
+           xd, xs);
 }
 
 }  // namespace
@@ -217,17 +218,20 @@ bool matvec_pair_supported(const gpu_weight& a, const gpu_weight& b) {
 void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq,
                         const float* xd, const float* xs, unsigned bits, cudaStream_t s) {
     const bool b_last = bits & 64;
+    if ((bits & 32768) && (bits & 128)) {  // Q/K at 4 x 2 (as bit 1024's kernel), V 2 x 1, V first
+        return launch_pair<4, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
+    }
     if (bits & 128) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
-        if (b_last) return launch_pair<2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
-        return launch_pair<2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
+        if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
+        return launch_pair<2, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
     if (bits & 2048) {  // V 1 x 1 without the register cap: 72 registers, 7 blocks per SM
-        if (b_last) return launch_pair<1, false, 0>(a, ya, b, yb, xq, xd, xs, s);
-        return launch_pair<1, true, 0>(a, ya, b, yb, xq, xd, xs, s);
+        if (b_last) return launch_pair<2, 1, false, 0>(a, ya, b, yb, xq, xd, xs, s);
+        return launch_pair<2, 1, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
     // V 1 x 1 at 64 registers (8 blocks per SM, the plain Q4_K kernel's occupancy; ptxas spills 16 bytes)
-    if (b_last) return launch_pair<1, false, 8>(a, ya, b, yb, xq, xd, xs, s);
-    launch_pair<1, true, 8>(a, ya, b, yb, xq, xd, xs, s);
+    if (b_last) return launch_pair<2, 1, false, 8>(a, ya, b, yb, xq, xd, xs, s);
+    launch_pair<2, 1, true, 8>(a, ya, b, yb, xq, xd, xs, s);
 }
 
 bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
@@ -256,7 +260,7 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         launch(matvec_q4k_loop_kernel, unsigned(blocks), 32 * k_block_warps, s, w, xq, xd, xs, y, acc);
         return true;
     }
-    if ((bits & (w.n_out > 8192 ? 256 : 1024)) && w.n_in < 8192)
+    if (bits & (w.n_in >= 8192 ? 65536 : w.n_out > 8192 ? 256 : 1024))
         return run(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, rows_per_block<4, 2>());
     if ((bits & 512) && w.n_in >= 8192) return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());
     if (bits & 4096) return run(matvec_kq_kernel<dtype::q4_k, 1, 2, 2, 0>, rows_per_block<1, 2>());
