@@ -80,9 +80,11 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
                                      {1024, 4096},
                                      {8192, 8192},
                                      {1024, 16384},
-                                     {8192, 65536}}) {
-        const int64_t n_out = bits == 256 ? 8194 : bits == 16384 ? 20001 : 77;
-        const auto r = test::compare_qkm_products(n_in, n_out, bits == 8192 ? 33 : 0, bits, bits);
+                                     {8192, 65536},
+                                     {8192, 131072},
+                                     {512, 262144}}) {
+        const int64_t n_out = bits == 256 || bits == 262144 ? 8194 : bits == 16384 ? 20001 : 77;
+        const auto r = test::compare_qkm_products(n_in, n_out, bits == 8192 || bits == 131072 ? 33 : 0, bits, bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
         EXPECT_TRUE(r.bit_equal) << "bits " << bits;
     }

@@ -82,9 +82,10 @@ void set_pdl(bool on);
 // Wo, twice: docs/cuda.md) are not offered. Q4_K_M products (matvec-qkm.h): 32 Q4_K Q/K and Q6_K V in one launch (64,
 // 128, 2048, 32768: variants of it); 256 / 512 / 1024 / 4096 the alternative Q4_K kernels of gate/up / down / the other
 // matrices / all, 8192 the Q6_K down kernel at 64 registers, 16384 Q4_K gate/up in loops over row pairs, 65536 Q4_K
-// down at 4 rows per group.
+// down at 4 rows per group, 131072 Q6_K down at 3 rows per block, 262144 Q4_K gate/up at 3 rows per group.
 constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 128 | 1024;
-constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 128 | 256 | 512 | 1024 | 8192 | 16384 | 32768 | 65536;
+constexpr unsigned k_decode_fusion_all =
+    2 | 4 | 8 | 16 | 32 | 128 | 256 | 512 | 1024 | 8192 | 16384 | 32768 | 65536 | 131072 | 262144;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

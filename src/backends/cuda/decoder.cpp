@@ -431,8 +431,8 @@ private:
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
     // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
     // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
-    // 32 (64, 128, 2048, 32768), 256, 512, 1024, 4096, 8192, 16384, 65536: the Q4_K_M products of matvec-qkm.h
-    // (bit-equal; docs/cuda-decode-log.md, session 7).
+    // 32 (64, 128, 2048, 32768), 256, 512, 1024, 4096, 8192, 16384, 65536, 131072, 262144: the Q4_K_M products of
+    // matvec-qkm.h (bit-equal; docs/cuda-decode-log.md, session 7).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;

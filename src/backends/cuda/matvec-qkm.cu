@@ -11,9 +11,11 @@
 //   (the activation loads shared by 4 rows, 4 rows' loads in flight per thread).
 // - Bit 512: Q4_K products of n_in >= 8,192 (down) at 2 x 2 with the task loop unrolled by 4 (every task of a thread
 //   in flight at once: 224 tasks per row over 64 threads).
-// - Bit 65536: Q4_K products of n_in >= 8,192 (down) at 4 rows x 2 warps.
+// - Bit 65536: Q4_K products of n_in >= 8,192 (down) at 4 rows x 2 warps; 262144: gate/up at 3 rows x 2 warps.
 // - Bit 4096: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
-// - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6).
+// - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6); 131072: at
+// 3
+//   rows per block (1,366 blocks for 4,096 rows: ~2 waves at 5 blocks per SM instead of 2.6 at 6).
 // - Bit 16384: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident slot
 //   (matvec_q4k_loop_kernel).
 #include "backends/cuda/matvec-qkm.h"
@@ -244,6 +246,8 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         return true;
     };
     const int warps = default_matvec_shape(w).warps;
+    if (w.type == dtype::q6_k && warps == 4 && (bits & 131072))
+        return run(matvec_kq_kernel<dtype::q6_k, 3, 4, 2, 0>, rows_per_block<3, 4>());
     if (w.type == dtype::q6_k && warps == 4 && (bits & 8192))
         return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 8>, rows_per_block<2, 4>());
     if (w.type != dtype::q4_k || warps != 2) return false;
@@ -260,6 +264,8 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         launch(matvec_q4k_loop_kernel, unsigned(blocks), 32 * k_block_warps, s, w, xq, xd, xs, y, acc);
         return true;
     }
+    if ((bits & 262144) && w.n_in < 8192 && w.n_out > 8192)
+        return run(matvec_kq_kernel<dtype::q4_k, 3, 2, 2, 0>, rows_per_block<3, 2>());
     if (bits & (w.n_in >= 8192 ? 65536 : w.n_out > 8192 ? 256 : 1024))
         return run(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, rows_per_block<4, 2>());
     if ((bits & 512) && w.n_in >= 8192) return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());

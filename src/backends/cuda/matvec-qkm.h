@@ -17,8 +17,9 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
                         const float* xd, const float* xs, unsigned bits, cudaStream_t s);
 // launch_matvec's product with an alternative Q4_K kernel where `bits` selects one for w (n_in < 8,192 at 4 rows x 2
 // warps: 256 where n_out > 8,192, 1024 where n_out <= 8,192, 65536 where n_in >= 8,192; 512: n_in >= 8,192 with 4 tasks
-// per thread in flight; 4096: the other Q4_K ones at 1 row x 2 warps; 16384: gate/up in loops over row pairs) or Q6_K
-// kernel (8192: 4 warps per row at 64 registers); false (nothing launched) otherwise.
+// per thread in flight; 4096: the other Q4_K ones at 1 row x 2 warps; 16384: gate/up in loops over row pairs; 262144:
+// gate/up at 3 x 2) or Q6_K kernel (4 warps per row; 8192: at 64 registers, 131072: 3 rows per block); false (nothing
+// launched) otherwise.
 bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
                        bool accumulate, unsigned bits, cudaStream_t s);
 
