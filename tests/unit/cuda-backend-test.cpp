@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backends/cuda/cuda-backend.h"
@@ -71,6 +72,21 @@ TEST(cuda_backend, attention_matches_the_cpu_ops) {
     EXPECT_LE(test::compare_attention(2, 4, 2, 64, 4, false, 1, 1), 1e-10);
     EXPECT_LE(test::compare_attention(9, 6, 2, 64, 4, true, 3, 2), 1e-10);
     EXPECT_LE(test::compare_attention(40, 32, 8, 128, 2, false, 4, 3), 1e-10);
+}
+
+// RoPE and the KV write folded into the attention kernel (launch_attention_rope: separate merge, early K/V loads,
+// merge in the kernel): the same bits as the separate RoPE kernel + attention, and the CPU ops' result.
+TEST(cuda_backend, attention_with_folded_rope_equals_the_separate_kernels) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (const auto& [n_pos, n_head, n_kv, hd, neox, n_split] : {std::tuple{2, 4, 2, 64, false, 1},
+                                                                 {9, 6, 2, 64, true, 3},
+                                                                 {40, 32, 8, 128, false, 4},
+                                                                 {130, 8, 1, 256, true, 4},
+                                                                 {33, 4, 4, 32, false, 2}}) {
+        const auto r = test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos));
+        EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd;
+        for (double e : r.nmse) EXPECT_LE(e, 1e-10) << n_pos << " positions, head_dim " << hd;
+    }
 }
 
 struct format_case {

@@ -57,8 +57,10 @@ std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, 
 // The decode step's RoPE + KV write (f16 cache) for positions 0..qkv.size()-1 (qkv[p]: [q_dim + 2 kv_dim] of
 // position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
 // key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
+// variant: 0 launch_rope_kv + launch_attention_split; with RoPE folded into the attention kernel
+// (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks.
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split);
+                                   float freq_base, bool neox, int n_split, int variant = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
@@ -69,13 +71,16 @@ void set_pdl(bool on);
 // kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the
 // epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16 SwiGLU and the
 // quantization of its groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up product where the down matrix reads int8
-// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default). k_decode_fusion_default unless set here or
-// by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results with any mask (for A/B benchmarks). The
-// fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch gfuse-exp; RMSNorm
-// recomputed in every block of its F16/BF16 consumers: branch gfu-exp; the merge in the attention kernel for a K-format
-// Wo, twice: docs/cuda.md) are not offered.
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8;
-constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16;
+// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default); 32 RoPE and the KV write folded into the
+// attention kernel (no RoPE kernel), 64 with it the attention's K/V loads of earlier positions before the PDL wait, 128
+// with 2 the merge in the attention kernel also for a K-format Wo (measured slower again, so off by default;
+// docs/cuda-decode-log.md, session 7).
+// k_decode_fusion_default unless set here or by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results
+// with any mask (for A/B benchmarks). The fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and
+// RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
+// offered.
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64;
+constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

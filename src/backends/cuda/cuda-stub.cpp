@@ -33,7 +33,7 @@ double bench_matvec(dtype, int64_t, int64_t, int, int, int) {
 std::vector<float> matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
-std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int) {
+std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int, int) {
     not_compiled();
 }
 std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {

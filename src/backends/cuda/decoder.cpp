@@ -430,6 +430,10 @@ private:
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
     // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
     // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
+    // 32: RoPE and the KV write folded into the attention kernel (launch_attention_rope, bit-equal; no RoPE kernel);
+    // 64: with 32, its K/V loads of earlier positions before the PDL wait; 128: with 2, the merge in the attention
+    // kernel also for a K-format Wo (the whole block quantizes its unit of 256; measured slower, off by default).
+    // docs/cuda-decode-log.md, session 7.
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -441,19 +445,24 @@ private:
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
         const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
-                   fuse_glu_q8 = decode_fusion() & 16;
+                   fuse_glu_q8 = decode_fusion() & 16, fuse_rope = decode_fusion() & 32,
+                   early_kv = decode_fusion() & 64, fuse_merge_k = decode_fusion() & 128;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
             for (const auto& p : L.qkv) launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
-            if (!(fuse_merge && wo_qb != 256 &&
-                  launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_, merge_counters_,
-                                         att_, wo_qb, xq_, xd_, xs_, s)))
-                launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
+            const bool merge_in = fuse_merge && (wo_qb != 256 || fuse_merge_k);
+            if (!(fuse_rope && launch_attention_rope(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_,
+                                                     merge_in ? merge_counters_ : nullptr, att_, wo_qb, xq_, xd_, xs_,
+                                                     early_kv, s))) {
+                launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
+                if (!(merge_in && launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_,
+                                                         merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
+                    launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
+            }
             launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
                             s);
