@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -148,6 +149,7 @@ public:
         // the first prompt's time to first token would otherwise carry.
         if (!first_layer_ && prefill_pass::supported(view()))
             prefill_ = std::make_unique<prefill_pass>(view(), stream_);
+        if (warm_up_enabled()) warm_up();
     }
 
     const model_config& config() const override { return cfg_; }
@@ -500,6 +502,29 @@ private:
         check(launch_error, "kernel launch during capture");
         check(cudaGraphInstantiate(&exec_, graph, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(graph);
+    }
+
+    // A short prefill and one decode step at load, then the cache is declared empty again (positions at or past
+    // used_ are never read). Each kernel's module is loaded on its first launch (lazy loading), cuBLAS picks and
+    // loads its GEMM kernels on the first call of a shape, and the decode graph is captured and instantiated on the
+    // first step: without this, the first prompt's time to first token carried ~50 ms of that (default model,
+    // 10-token prompt). Set MEMTILE_CUDA_WARMUP=0 to skip it (A/B of load time against time to first token).
+    static bool warm_up_enabled() {
+        const char* env = std::getenv("MEMTILE_CUDA_WARMUP");
+        return !env || std::strcmp(env, "0") != 0;
+    }
+
+    void warm_up() {
+        if (first_layer_) {
+            forward_hidden(std::vector<float>(cfg_.n_embd, 0.0f));
+        } else {
+            std::vector<int32_t> tokens(std::min<uint32_t>(8, n_ctx_ - 1));
+            for (size_t i = 0; i < tokens.size(); i++) tokens[i] = int32_t(i % cfg_.n_vocab);
+            if (!tokens.empty()) prefill_device(tokens);
+            forward(0);
+        }
+        reset();
+        argmax_ready_ = false;
     }
 
     void step(int32_t token) {
