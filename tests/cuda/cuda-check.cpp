@@ -170,8 +170,9 @@ void apply(const prefetch_setting& p) {
 // early level 4 and 0 (then 8 staged tasks: Q/K/V and the output rows wholly from shared memory).
 void check_prefetch_bits() {
     const auto& preset = find_preset("llama3-8b");
-    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,63,50"), parse_prefetch("8,63,-1,0")};
-    for (file_type ft : {file_type::q8_0, file_type::q4_0}) {
+    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,191,50"),
+                                         parse_prefetch("8,191,-1,0")};
+    for (file_type ft : {file_type::q8_0, file_type::q4_0, file_type::q4_k_m}) {
         try {
             std::vector<std::vector<float>> out[3];
             for (int k = 0; k < 3; k++) {

@@ -362,6 +362,36 @@ __device__ __forceinline__ void run_tasks_staged(int tid, int n, Load load, Stag
     for (int t = tid + (E + TS) * S; t < n; t += S) task(t);
 }
 
+// Q4_K task t of R rows from staged pieces (matvec_prefetch; Wo, one task per thread): task_q4k's arithmetic, with
+// w0, w1 and the side words sm, dm of row r at slots 2 r and 2 r + 1 of w and sw (stride NT).
+template <int R, int NT>
+__device__ __forceinline__ void dot_q4k_staged(const int4* w, const uint32_t* sw, const int8_t* xq, const float* xd,
+                                               const float* xs, int t, int c, float (&acc)[R]) {
+    const int b = t >> 2;
+    const int8_t* ax = xq + b * 256 + 64 * c;
+    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const int g = b * 8 + 2 * c;
+    const float ad = xd[g];
+    const float2 as = *reinterpret_cast<const float2*>(xs + g);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w0 = w[2 * r * NT], w1 = w[(2 * r + 1) * NT];
+        const uint32_t sm = sw[2 * r * NT], dm = sw[(2 * r + 1) * NT];
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
+            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
+            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
+            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
+        }
+        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));
+        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
+    }
+}
+
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks. EL: the tasks per row
 // that each thread loads before griddep_wait (0: every load after it; only k_has_early formats). TS (Q8_0, Q4_0): the
@@ -417,6 +447,39 @@ __global__ void __launch_bounds__(32 * k_block_warps)
                 [&](const task_weights<R, 1>& tw, int t) { dot_q4_0<R>(tw, xq, xd, xs, t, acc); },
                 [&](int t) { task_q4_0<R>(q, d, xq, xd, xs, t, acc); });
         }
+    } else if constexpr (T == dtype::q4_k && TS > 0) {
+        // Staged Q4_K tasks (matvec_prefetch): per row the task's two quant pieces and its two side words, slots
+        // ((k R + r) 2 + j) NT + thread.
+        constexpr int NT = 32 * k_block_warps;
+        int4* sw = staged_smem;
+        uint32_t* ss = reinterpret_cast<uint32_t*>(staged_smem + TS * R * 2 * NT);
+        const int c = tid & 3, n = n_in / 64;
+#pragma unroll
+        for (int k = 0; k < TS; k++) {
+            const int t = tid + k * S, b = t >> 2;
+            if (t < n)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int i = (k * R + r) * 2 * NT + int(threadIdx.x);
+                    const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);
+                    cp_async16(sw + i, q[r] + b * 128 + 32 * c);
+                    cp_async16(sw + i + NT, q[r] + b * 128 + 32 * c + 16);
+                    cp_async4(ss + i, side + q4k_sm_word(b) + c);
+                    cp_async4(ss + i + NT, side + q4k_dm_word(b));
+                }
+        }
+        cp_async_commit();
+        griddep_wait();
+        griddep_launch();
+        cp_async_wait_all();
+#pragma unroll
+        for (int k = 0; k < TS; k++) {
+            const int t = tid + k * S;
+            const int i = k * R * 2 * NT + int(threadIdx.x);
+            if (t < n) dot_q4k_staged<R, NT>(sw + i, ss + i, xq, xd, xs, t, c, acc);
+        }
+#pragma unroll 2
+        for (int t = tid + TS * S; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, c, acc);
     } else if constexpr (T == dtype::q8_0) {
         run_tasks<E, S, 2, task_weights<R, 1>>(
             tid, n_in / 16, [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); },
@@ -502,17 +565,19 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block. TS > 0 (Q8_0, Q4_0):
 // the decode shapes only (1 x 1, 2 x 2, 2 x 4; matvec_prefetch), with TS staged tasks per thread in dynamic shared
 // memory.
+// reserve: dynamic shared memory reserved on top, unused (matvec_prefetch's diagnostic bit k_prefetch_reserve_only).
 template <dtype T, int EL = 0, int TS = 0>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+                   bool accumulate, matvec_shape shape, cudaStream_t s, size_t reserve = 0) {
+    constexpr int PIECES = T == dtype::q4_k ? 2 : 1;  // staged 20-byte units per task and row
     const int acc = accumulate ? 1 : 0;
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                          \
-    if (shape.rows == R && shape.warps == W) {                                             \
-        launch_smem(matvec_kernel<T, R, W, EL, TS>, blocks, 32 * k_block_warps,            \
-                    staged_bytes(TS, R, 32 * k_block_warps), s, w, x, xq, xd, xs, y, acc); \
-        return;                                                                            \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                             \
+    if (shape.rows == R && shape.warps == W) {                                                                \
+        launch_smem(matvec_kernel<T, R, W, EL, TS>, blocks, 32 * k_block_warps,                               \
+                    PIECES * staged_bytes(TS, R, 32 * k_block_warps) + reserve, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                               \
     }
     if constexpr (TS > 0) {
         MEMTILE_MATVEC_CASE(1, 1)
@@ -539,15 +604,18 @@ struct prefetch_config {
     int tasks = 0;
     unsigned mask = 0;
 };
-constexpr unsigned k_prefetch_qkv = 1;            // n_in < 8,192, 4,096 < n_out <= 32,768 (Q/K/V)
-constexpr unsigned k_prefetch_wo = 2;             // n_in < 8,192, n_out <= 4,096 (Wo)
-constexpr unsigned k_prefetch_down = 4;           // n_in >= 8,192 (down)
-constexpr unsigned k_prefetch_gate_up = 8;        // the fused Q8_0/Q4_0 gate/up product (matvec-fused.cu)
-constexpr unsigned k_prefetch_output = 16;        // n_out > 32,768 (the output matrix)
-constexpr unsigned k_prefetch_norm_trigger = 32;  // the single-row RMSNorm lets its dependents launch before its wait
+constexpr unsigned k_prefetch_qkv = 1;               // n_in < 8,192, 4,096 < n_out <= 32,768 (Q/K/V)
+constexpr unsigned k_prefetch_wo = 2;                // n_in < 8,192, n_out <= 4,096 (Wo)
+constexpr unsigned k_prefetch_down = 4;              // n_in >= 8,192 (down)
+constexpr unsigned k_prefetch_gate_up = 8;           // the fused Q8_0/Q4_0 gate/up product (matvec-fused.cu)
+constexpr unsigned k_prefetch_output = 16;           // n_out > 32,768 (the output matrix)
+constexpr unsigned k_prefetch_norm_trigger = 32;     // the single-row RMSNorm without quantization (f32 consumers)
+                                                     // lets its dependents launch before its wait
+constexpr unsigned k_prefetch_reserve_only = 64;     // diagnostic: reserve the staged bytes, stage nothing
+constexpr unsigned k_prefetch_norm_trigger_q = 128;  // as 32, for the RMSNorm that quantizes (int8 consumers)
 prefetch_config matvec_prefetch();
 
-// The staged tasks (an instantiated TS: 0, 2, 3, 4 or 8) of a plain-kernel launch: the configured count, cut to the
+// The staged tasks (an instantiated TS: 0, 1, 2, 3, 4 or 8) of a plain-kernel launch: the configured count, cut to the
 // thread's tasks after the E early ones, 0 where the product's class is not selected or the scale array is not 4-byte
 // aligned (the staged scale words are aligned words).
 inline int staged_tasks(const gpu_weight& w, matvec_shape shape, int e, int task_elems) {
@@ -561,7 +629,7 @@ inline int staged_tasks(const gpu_weight& w, matvec_shape shape, int e, int task
     const int stride = 32 * std::max(shape.warps, 1);
     const int per_thread = int((w.n_in / task_elems + stride - 1) / stride);
     const int n = std::min(c.tasks, per_thread - e);
-    return n <= 0 ? 0 : n <= 2 ? 2 : n <= 4 ? n : 8;
+    return n <= 0 ? 0 : n <= 4 ? n : 8;
 }
 
 template <dtype T, int EL>
@@ -569,7 +637,12 @@ void launch_staged(const gpu_weight& w, const float* x, const int8_t* xq, const 
                    bool accumulate, matvec_shape shape, cudaStream_t s) {
     const bool decode_shape = (shape.rows == 1 && shape.warps == 1) || (shape.rows == 2 && shape.warps == 2) ||
                               (shape.rows == 2 && shape.warps == 4);
-    switch (decode_shape ? staged_tasks(w, shape, EL, T == dtype::q8_0 ? 16 : 32) : 0) {
+    const int ts = decode_shape ? staged_tasks(w, shape, EL, T == dtype::q8_0 ? 16 : 32) : 0;
+    if (ts > 0 && (matvec_prefetch().mask & k_prefetch_reserve_only))
+        return launch_shaped<T, EL>(w, x, xq, xd, xs, y, accumulate, shape, s,
+                                    staged_bytes(ts, shape.rows, 32 * k_block_warps));
+    switch (ts) {
+        case 1: return launch_shaped<T, EL, 1>(w, x, xq, xd, xs, y, accumulate, shape, s);
         case 2: return launch_shaped<T, EL, 2>(w, x, xq, xd, xs, y, accumulate, shape, s);
         case 3: return launch_shaped<T, EL, 3>(w, x, xq, xd, xs, y, accumulate, shape, s);
         case 4: return launch_shaped<T, EL, 4>(w, x, xq, xd, xs, y, accumulate, shape, s);

@@ -114,9 +114,9 @@ prefetch_config matvec_prefetch() {
     return g_prefetch;
 }
 
-bool norm_trigger_early() {
+bool norm_trigger_early(bool quantizes) {
     read_prefetch_env();
-    return (g_prefetch.mask & k_prefetch_norm_trigger) != 0;
+    return (g_prefetch.mask & (quantizes ? k_prefetch_norm_trigger_q : k_prefetch_norm_trigger)) != 0;
 }
 
 int launch_carveout() {

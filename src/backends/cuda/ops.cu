@@ -29,9 +29,9 @@ bool pdl_enabled() {
     return g_pdl;
 }
 
-// Whether the single-row RMSNorm lets its dependents launch before its own wait (set_matvec_prefetch's mask bit 32;
-// matvec.cu).
-bool norm_trigger_early();
+// Whether the single-row RMSNorm lets its dependents launch before its own wait (set_matvec_prefetch's mask bits 32:
+// without quantization, 128: with it; matvec.cu).
+bool norm_trigger_early(bool quantizes);
 
 }  // namespace detail
 
@@ -488,7 +488,7 @@ void launch_rms_norm_batch(const float* x, const float* w, float* out, int n_row
                            int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    if (n_rows == 1 && detail::norm_trigger_early())
+    if (n_rows == 1 && detail::norm_trigger_early(xq && n % 32 == 0))
         launch(rms_norm_kernel<true>, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb,
                n % 32 == 0 ? xq : nullptr, xd, xs);
     else
