@@ -141,7 +141,7 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
 }
 
 // A set_matvec_prefetch setting of the benches and checks, "TASKS,MASK[,CARVEOUT[,EARLY LEVEL]]" (early level 4 unless
-// given).
+// given; "-1": the default setting, "0,0": off).
 struct prefetch_setting {
     int tasks = 0;
     unsigned mask = 0;
@@ -170,8 +170,8 @@ void apply(const prefetch_setting& p) {
 // early level 4 and 0 (then 8 staged tasks: Q/K/V and the output rows wholly from shared memory).
 void check_prefetch_bits() {
     const auto& preset = find_preset("llama3-8b");
-    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,191,50"),
-                                         parse_prefetch("8,191,-1,0")};
+    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,447,50"),
+                                         parse_prefetch("8,447,-1,0")};
     for (file_type ft : {file_type::q8_0, file_type::q4_0, file_type::q4_k_m}) {
         try {
             std::vector<std::vector<float>> out[3];
@@ -184,7 +184,7 @@ void check_prefetch_bits() {
                     out[k].emplace_back(l.begin(), l.end());
                 }
             }
-            apply(parse_prefetch("0,0"));
+            apply(parse_prefetch("-1"));
             for (int k = 1; k < 3; k++) {
                 int differ = 0;
                 for (size_t i = 0; i < out[0].size(); i++)
@@ -195,7 +195,7 @@ void check_prefetch_bits() {
                                                 file_type_name(ft), settings[k].name, differ));
             }
         } catch (const std::exception& e) {
-            apply(parse_prefetch("0,0"));
+            apply(parse_prefetch("-1"));
             report(false, fmt::format("prefetch bits {}: {}", file_type_name(ft), e.what()));
         }
     }
@@ -671,7 +671,7 @@ void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, co
     for (const auto& e : split_list(list)) settings.push_back(parse_prefetch(e));
     fmt::print("\nstaged weights, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
                bw.hbm_read_gbs);
-    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16};
+    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16, file_type::bf16};
     for (file_type ft : fts) {
         if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
         for (int pass = 0; pass < 2; pass++)
@@ -690,7 +690,7 @@ void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, co
                 }
             }
     }
-    apply(parse_prefetch("0,0"));
+    apply(parse_prefetch("-1"));
 }
 
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same

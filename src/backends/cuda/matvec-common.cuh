@@ -599,10 +599,12 @@ void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const 
 }
 
 // Shared-memory staging before the PDL wait (set_matvec_prefetch in cuda-backend.h; defined in matvec.cu): tasks per
-// thread and row (0: off), which products (k_prefetch_*), read when a graph is captured.
+// thread and row (0: off), which products (k_prefetch_*), read when a graph is captured. The default, from the A/B in
+// docs/cuda-decode-log.md ("Session 7 (branch gpre)"): 1 task of the Wo product (Q4_0: +1.4 %; Q8_0 has none left
+// after its early loads) and the RMSNorm trigger before f32 consumers (F16: +0.6 %).
 struct prefetch_config {
-    int tasks = 0;
-    unsigned mask = 0;
+    int tasks = 1;
+    unsigned mask = 2 | 32;
 };
 constexpr unsigned k_prefetch_qkv = 1;               // n_in < 8,192, 4,096 < n_out <= 32,768 (Q/K/V)
 constexpr unsigned k_prefetch_wo = 2;                // n_in < 8,192, n_out <= 4,096 (Wo)
@@ -613,6 +615,7 @@ constexpr unsigned k_prefetch_norm_trigger = 32;     // the single-row RMSNorm w
                                                      // lets its dependents launch before its wait
 constexpr unsigned k_prefetch_reserve_only = 64;     // diagnostic: reserve the staged bytes, stage nothing
 constexpr unsigned k_prefetch_norm_trigger_q = 128;  // as 32, for the RMSNorm that quantizes (int8 consumers)
+constexpr unsigned k_prefetch_q4k_wo = 256;          // the Q4_K Wo product (with k_prefetch_wo; -4.8 % measured)
 prefetch_config matvec_prefetch();
 
 // The staged tasks (an instantiated TS: 0, 1, 2, 3, 4 or 8) of a plain-kernel launch: the configured count, cut to the

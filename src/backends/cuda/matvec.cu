@@ -79,7 +79,8 @@ matvec_shape g_forced_shape{};
 bool g_early_set = false;
 int g_early = 4;
 
-// set_matvec_prefetch / MEMTILE_CUDA_PREFETCH ("TASKS,MASK[,CARVEOUT]"): read at every launch, as the early level.
+// set_matvec_prefetch / MEMTILE_CUDA_PREFETCH ("TASKS,MASK[,CARVEOUT]"; "0" turns it off): read at every launch, as
+// the early level.
 bool g_prefetch_set = false;
 prefetch_config g_prefetch{};
 int g_carveout = -1;
@@ -136,8 +137,8 @@ void set_matvec_early(int level) {
 void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
 void set_matvec_prefetch(int tasks, unsigned mask, int carveout) {
     read_prefetch_env();
-    g_prefetch = {tasks, mask};
-    g_carveout = carveout;
+    g_prefetch = tasks < 0 ? prefetch_config{} : prefetch_config{tasks, mask};
+    g_carveout = tasks < 0 ? -1 : carveout;
 }
 
 void force_matvec_shape(matvec_shape shape) {
