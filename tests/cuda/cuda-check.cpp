@@ -5,6 +5,7 @@
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
+//                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -136,6 +137,67 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
     } catch (const std::exception& e) {
         cuda::set_decode_fusion(cuda::k_decode_fusion_default);
         report(false, fmt::format("fusion bits {}: {}", name, e.what()));
+    }
+}
+
+// A set_matvec_prefetch setting of the benches and checks, "TASKS,MASK[,CARVEOUT[,EARLY LEVEL]]" (early level 4 unless
+// given; "-1": the default setting, "0,0": off).
+struct prefetch_setting {
+    int tasks = 0;
+    unsigned mask = 0;
+    int carveout = -1, early = 4;
+    std::string name;
+};
+prefetch_setting parse_prefetch(const std::string& v) {
+    prefetch_setting p;
+    p.name = v;
+    const char* c = v.c_str();
+    char* end = nullptr;
+    p.tasks = int(std::strtol(c, &end, 10));
+    if (*end == ',') p.mask = unsigned(std::strtoul(end + 1, &end, 0));
+    if (*end == ',') p.carveout = int(std::strtol(end + 1, &end, 10));
+    if (*end == ',') p.early = int(std::strtol(end + 1, &end, 10));
+    return p;
+}
+void apply(const prefetch_setting& p) {
+    cuda::set_matvec_prefetch(p.tasks, p.mask, p.carveout);
+    cuda::set_matvec_early(p.early);
+}
+
+// Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch) change no bit: logits of 12 steps of
+// llama3-8b shapes (random weights, context 512; the staged path needs rows of more than 4 early tasks per thread, so
+// the tiny models would not reach it) with staging off and with every product, the RMSNorm trigger and a carveout, at
+// early level 4 and 0 (then 8 staged tasks: Q/K/V and the output rows wholly from shared memory).
+void check_prefetch_bits() {
+    const auto& preset = find_preset("llama3-8b");
+    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,447,50"),
+                                         parse_prefetch("8,447,-1,0")};
+    for (file_type ft : {file_type::q8_0, file_type::q4_0, file_type::q4_k_m}) {
+        try {
+            std::vector<std::vector<float>> out[3];
+            for (int k = 0; k < 3; k++) {
+                apply(settings[k]);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int nv = int(d->config().n_vocab);
+                for (int i = 0; i < 12; i++) {
+                    const auto l = d->forward(int32_t((7919 * i + 3) % nv));
+                    out[k].emplace_back(l.begin(), l.end());
+                }
+            }
+            apply(parse_prefetch("-1"));
+            for (int k = 1; k < 3; k++) {
+                int differ = 0;
+                for (size_t i = 0; i < out[0].size(); i++)
+                    if (std::memcmp(out[0][i].data(), out[k][i].data(), out[0][i].size() * sizeof(float)) != 0)
+                        differ++;
+                report(differ == 0, fmt::format("prefetch bits llama3-8b {:<5} 12 steps, staging off vs {}: {} steps "
+                                                "differ (bit-equal expected)",
+                                                file_type_name(ft), settings[k].name, differ));
+            }
+        } catch (const std::exception& e) {
+            apply(parse_prefetch("-1"));
+            report(false, fmt::format("prefetch bits {}: {}", file_type_name(ft), e.what()));
+        }
     }
 }
 
@@ -608,6 +670,36 @@ void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const
     cuda::set_matvec_early(4);
 }
 
+// Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch): tg128 of each file type with each
+// setting of `list` ("TASKS,MASK[,CARVEOUT[,EARLY]]", ';'-separated), the list run twice (alternated); `--only TYPE`.
+void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<prefetch_setting> settings;
+    for (const auto& e : split_list(list)) settings.push_back(parse_prefetch(e));
+    fmt::print("\nstaged weights, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (const auto& p : settings) {
+                try {
+                    apply(p);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} prefetch {:<12} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), p.name, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("bench prefetch {} {}: {}", p.name, file_type_name(ft), e.what()));
+                }
+            }
+    }
+    apply(parse_prefetch("-1"));
+}
+
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
 // decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
 void bench_batch_decode(const std::string& only) {
@@ -897,7 +989,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks;
+    std::string only, early_levels, fusion_masks, prefetch_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -935,6 +1027,8 @@ int main(int argc, char** argv) {
             q6_bench = true;
         else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
+        else if (a == "--prefetch-bench" && i + 1 < argc)
+            prefetch_list = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -995,6 +1089,7 @@ int main(int argc, char** argv) {
                 diagnose_determinism(tmp);
             }
             check_formats(tmp);
+            check_prefetch_bits();
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";
                 import_llama2c(stories, g);
@@ -1035,7 +1130,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!early_levels.empty()) {
+        if (!prefetch_list.empty()) {
+            bench_prefetch(bw, prefetch_list, only);
+        } else if (!early_levels.empty()) {
             bench_early(bw, early_levels, only);
         } else if (q6_bench) {
             bench_q6(bw, sweep);

@@ -87,6 +87,17 @@ void set_decode_fusion(unsigned mask);
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
 // graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
+// Weights staged in shared memory before the PDL wait (docs/cuda-decode-log.md, "Session 7 (branch gpre)"): each thread
+// of a Q8_0 / Q4_0 product copies its next `tasks` tasks of each row (after the early-level ones) by cp.async into
+// dynamic shared memory while the previous kernel still runs, and computes them from there after the wait (Q4_K: the
+// Wo product's one task per thread). mask: the products (1 Q/K/V, 2 Wo, 4 down, 8 the fused gate/up, 16 the output
+// matrix; 256: also the Q4_K Wo with 2); 32 / 128: the single-row RMSNorm without / with quantization lets its
+// dependents launch before its own wait; 64 (diagnostic): reserve the staged bytes but stage nothing. carveout: the
+// shared-memory carveout (percent) every kernel launched with PDL asks for (-1: the driver's choice). Or
+// MEMTILE_CUDA_PREFETCH="TASKS,MASK[,CARVEOUT]" ("0": off); read when a graph is captured; bit-equal results with any
+// setting (for A/B benchmarks). Default (and tasks < 0): 1 task of the Wo product, the trigger before f32 consumers
+// (1, 2 | 32, -1), the only settings measured faster.
+void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.

@@ -48,6 +48,9 @@ void set_decode_fusion(unsigned) {
 void set_matvec_early(int) {
     not_compiled();
 }
+void set_matvec_prefetch(int, unsigned, int) {
+    not_compiled();
+}
 double check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {
     not_compiled();
 }

@@ -29,6 +29,10 @@ bool pdl_enabled() {
     return g_pdl;
 }
 
+// Whether the single-row RMSNorm lets its dependents launch before its own wait (set_matvec_prefetch's mask bits 32:
+// without quantization, 128: with it; matvec.cu).
+bool norm_trigger_early(bool quantizes);
+
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
@@ -76,8 +80,12 @@ __device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n
 // block and for every row count, so the same scale; as the CPU engine, in double), then normalises (and quantizes) its
 // 256 elements: no single-block kernel on the critical path. The batched step runs this same kernel, so that its rows
 // equal the single-sequence step's.
+// TRIGGER: griddep_launch also before the wait, so that the next kernel's blocks (a product staging its weights) may
+// become resident while this kernel's predecessor still runs (its wait still covers this kernel's completion).
+template <bool TRIGGER = false>
 __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps,
                                                        int q_block, int8_t* xq, float* xd, float* xs) {
+    if (TRIGGER) griddep_launch();
     griddep_wait();
     griddep_launch();
     const int64_t row = blockIdx.y;
@@ -693,8 +701,12 @@ void launch_rms_norm_batch(const float* x, const float* w, float* out, int n_row
                            int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    launch(rms_norm_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
-           n % 32 == 0 ? xq : nullptr, xd, xs);
+    if (n_rows == 1 && detail::norm_trigger_early(xq && n % 32 == 0))
+        launch(rms_norm_kernel<true>, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb,
+               n % 32 == 0 ? xq : nullptr, xd, xs);
+    else
+        launch(rms_norm_kernel<>, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
+               n % 32 == 0 ? xq : nullptr, xd, xs);
 }
 
 void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
