@@ -5,6 +5,7 @@
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
+//                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -139,6 +140,67 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
     }
 }
 
+// A set_matvec_prefetch setting of the benches and checks, "TASKS,MASK[,CARVEOUT[,EARLY LEVEL]]" (early level 4 unless
+// given; "-1": the default setting, "0,0": off).
+struct prefetch_setting {
+    int tasks = 0;
+    unsigned mask = 0;
+    int carveout = -1, early = 4;
+    std::string name;
+};
+prefetch_setting parse_prefetch(const std::string& v) {
+    prefetch_setting p;
+    p.name = v;
+    const char* c = v.c_str();
+    char* end = nullptr;
+    p.tasks = int(std::strtol(c, &end, 10));
+    if (*end == ',') p.mask = unsigned(std::strtoul(end + 1, &end, 0));
+    if (*end == ',') p.carveout = int(std::strtol(end + 1, &end, 10));
+    if (*end == ',') p.early = int(std::strtol(end + 1, &end, 10));
+    return p;
+}
+void apply(const prefetch_setting& p) {
+    cuda::set_matvec_prefetch(p.tasks, p.mask, p.carveout);
+    cuda::set_matvec_early(p.early);
+}
+
+// Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch) change no bit: logits of 12 steps of
+// llama3-8b shapes (random weights, context 512; the staged path needs rows of more than 4 early tasks per thread, so
+// the tiny models would not reach it) with staging off and with every product, the RMSNorm trigger and a carveout, at
+// early level 4 and 0 (then 8 staged tasks: Q/K/V and the output rows wholly from shared memory).
+void check_prefetch_bits() {
+    const auto& preset = find_preset("llama3-8b");
+    const prefetch_setting settings[] = {parse_prefetch("0,0"), parse_prefetch("4,447,50"),
+                                         parse_prefetch("8,447,-1,0")};
+    for (file_type ft : {file_type::q8_0, file_type::q4_0, file_type::q4_k_m}) {
+        try {
+            std::vector<std::vector<float>> out[3];
+            for (int k = 0; k < 3; k++) {
+                apply(settings[k]);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int nv = int(d->config().n_vocab);
+                for (int i = 0; i < 12; i++) {
+                    const auto l = d->forward(int32_t((7919 * i + 3) % nv));
+                    out[k].emplace_back(l.begin(), l.end());
+                }
+            }
+            apply(parse_prefetch("-1"));
+            for (int k = 1; k < 3; k++) {
+                int differ = 0;
+                for (size_t i = 0; i < out[0].size(); i++)
+                    if (std::memcmp(out[0][i].data(), out[k][i].data(), out[0][i].size() * sizeof(float)) != 0)
+                        differ++;
+                report(differ == 0, fmt::format("prefetch bits llama3-8b {:<5} 12 steps, staging off vs {}: {} steps "
+                                                "differ (bit-equal expected)",
+                                                file_type_name(ft), settings[k].name, differ));
+            }
+        } catch (const std::exception& e) {
+            apply(parse_prefetch("-1"));
+            report(false, fmt::format("prefetch bits {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+}
+
 void check_formats(const std::string& dir) {
     struct item {
         const char* preset;
@@ -237,35 +299,35 @@ void check_qkm_products() {
         int64_t n_in, n_out_a, n_out_b;
         unsigned bits;
     };
-    const item items[] = {{4096, 640, 128, 32},
-                          {4096, 640, 128, 32 | 64},
-                          {4096, 642, 130, 32 | 128},
-                          {4096, 640, 130, 32 | 2048},
-                          {4096, 646, 129, 32 | 128 | 32768},
-                          {256, 77, 33, 32 | 64 | 128},
-                          {256, 8200, 0, 256},
-                          {768, 77, 0, 1024},
-                          {4096, 130, 33, 1024},
-                          {14336, 130, 0, 512},
-                          {4096, 77, 33, 4096},
-                          {14336, 33, 0, 4096},
-                          {14336, 31, 65, 8192},
-                          {4096, 8194, 0, 16384},
-                          {14336, 35, 0, 65536},
-                          {14336, 29, 67, 131072},
-                          {256, 8201, 0, 262144},
-                          {1024, 20001, 0, 16384},
-                          {14336, 33, 0, 512}};
+    const item items[] = {{4096, 640, 128, cuda::k_qkm_pair},
+                          {4096, 640, 128, cuda::k_qkm_pair | cuda::k_qkm_pair_v_last},
+                          {4096, 642, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_v2},
+                          {4096, 640, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_nocap},
+                          {4096, 646, 129, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_pair_qk4},
+                          {256, 77, 33, cuda::k_qkm_pair | cuda::k_qkm_pair_v_last | cuda::k_qkm_pair_v2},
+                          {256, 8200, 0, cuda::k_qkm_gate_up_4x2},
+                          {768, 77, 0, cuda::k_qkm_small_4x2},
+                          {4096, 130, 33, cuda::k_qkm_small_4x2},
+                          {14336, 130, 0, cuda::k_qkm_down_u4},
+                          {4096, 77, 33, cuda::k_qkm_all_1x2},
+                          {14336, 33, 0, cuda::k_qkm_all_1x2},
+                          {14336, 31, 65, cuda::k_qkm_q6_down_64},
+                          {4096, 8194, 0, cuda::k_qkm_gate_up_loop},
+                          {14336, 35, 0, cuda::k_qkm_down_4x2},
+                          {14336, 29, 67, cuda::k_qkm_q6_down_3},
+                          {256, 8201, 0, cuda::k_qkm_gate_up_3x2},
+                          {1024, 20001, 0, cuda::k_qkm_gate_up_loop},
+                          {14336, 33, 0, cuda::k_qkm_down_u4}};
     for (const auto& it : items) {
         try {
             const auto r =
                 test::compare_qkm_products(it.n_in, it.n_out_a, it.n_out_b, it.bits, uint64_t(it.n_in + it.bits));
             report(r.nmse <= 1e-9 && r.bit_equal,
-                   fmt::format("qkm products bits {:3} Q4_K {}x{} + Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
+                   fmt::format("qkm products bits {:#8x} Q4_K {}x{} + Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
                                "bit-equal to the plain launches: {}",
                                it.bits, it.n_out_a, it.n_in, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
         } catch (const std::exception& e) {
-            report(false, fmt::format("qkm products bits {}: {}", it.bits, e.what()));
+            report(false, fmt::format("qkm products bits {:#x}: {}", it.bits, e.what()));
         }
     }
 }
@@ -279,15 +341,22 @@ void check_attention() {
     };
     const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1}, {2, 6, 2, 64, 4, false, 1},
                           {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},  {40, 32, 8, 128, 2, false, 4},
-                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}};
+                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}, {70, 8, 2, 256, 2, true, 4}};
     for (const auto& it : items) {
         try {
-            const double e = test::compare_attention(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
-                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
+                                                            it.neox, it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            const double e = r.nmse[0];
             report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {} splits: "
                                            "NMSE {:.1e}",
                                            it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
                                            it.neox ? "neox" : "normal", it.n_split, e));
+            // RoPE + KV write folded into the attention kernel (launch_attention_rope): same bits as the two kernels.
+            const double worst = std::max({r.nmse[1], r.nmse[2], r.nmse[3]});
+            report(r.differ_from_0 == 0 && worst <= 1e-10,
+                   fmt::format("attention folded RoPE {} positions, {}/{} heads of {}, {} splits: {} of 3 variants "
+                               "differ from the separate kernels (bit-equal expected), worst NMSE {:.1e}",
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, r.differ_from_0, worst));
         } catch (const std::exception& ex) {
             report(false, fmt::format("attention check: {}", ex.what()));
         }
@@ -641,6 +710,36 @@ void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const
     cuda::set_matvec_early(4);
 }
 
+// Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch): tg128 of each file type with each
+// setting of `list` ("TASKS,MASK[,CARVEOUT[,EARLY]]", ';'-separated), the list run twice (alternated); `--only TYPE`.
+void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<prefetch_setting> settings;
+    for (const auto& e : split_list(list)) settings.push_back(parse_prefetch(e));
+    fmt::print("\nstaged weights, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (const auto& p : settings) {
+                try {
+                    apply(p);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} prefetch {:<12} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), p.name, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("bench prefetch {} {}: {}", p.name, file_type_name(ft), e.what()));
+                }
+            }
+    }
+    apply(parse_prefetch("-1"));
+}
+
 // Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
 // decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
 void bench_batch_decode(const std::string& only) {
@@ -930,7 +1029,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks;
+    std::string only, early_levels, fusion_masks, prefetch_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -968,6 +1067,8 @@ int main(int argc, char** argv) {
             q6_bench = true;
         else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
+        else if (a == "--prefetch-bench" && i + 1 < argc)
+            prefetch_list = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -1029,6 +1130,7 @@ int main(int argc, char** argv) {
                 diagnose_determinism(tmp);
             }
             check_formats(tmp);
+            check_prefetch_bits();
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";
                 import_llama2c(stories, g);
@@ -1069,7 +1171,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!early_levels.empty()) {
+        if (!prefetch_list.empty()) {
+            bench_prefetch(bw, prefetch_list, only);
+        } else if (!early_levels.empty()) {
             bench_early(bw, early_levels, only);
         } else if (q6_bench) {
             bench_q6(bw, sweep);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backends/cuda/cuda-backend.h"
@@ -69,24 +70,26 @@ TEST(cuda_backend, matvec_matches_the_cpu_matmul_per_format) {
 // bit-equal to the plain launches.
 TEST(cuda_backend, qkm_products_match_the_plain_launches) {
     MEMTILE_SKIP_WITHOUT_CUDA();
-    for (unsigned bits : {32u, 32u | 64u, 32u | 128u, 32u | 64u | 128u, 32u | 2048u, 32u | 128u | 32768u}) {
+    using namespace cuda;
+    for (unsigned bits : {k_qkm_pair, k_qkm_pair | k_qkm_pair_v_last, k_qkm_pair | k_qkm_pair_v2,
+                          k_qkm_pair | k_qkm_pair_v_last | k_qkm_pair_v2, k_qkm_pair | k_qkm_pair_nocap,
+                          k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4}) {
         const auto r = test::compare_qkm_products(1024, 130, 66, bits, bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
         EXPECT_TRUE(r.bit_equal) << "bits " << bits;
     }
-    for (const auto& [n_in, bits] : {std::pair<int64_t, unsigned>{512, 256},
-                                     {4096, 1024},
-                                     {8192, 512},
-                                     {1024, 4096},
-                                     {8192, 8192},
-                                     {1024, 16384},
-                                     {8192, 65536},
-                                     {8192, 131072},
-                                     {512, 262144}}) {
-        const int64_t n_out = bits == 256 || bits == 262144 ? 8194 : bits == 16384 ? 20001 : 77;
-        const auto r = test::compare_qkm_products(n_in, n_out, bits == 8192 || bits == 131072 ? 33 : 0, bits, bits);
-        EXPECT_LE(r.nmse, 1e-9) << "bits " << bits;
-        EXPECT_TRUE(r.bit_equal) << "bits " << bits;
+    struct item {
+        int64_t n_in, n_out_a, n_out_b;
+        unsigned bits;
+    };
+    for (const item& it :
+         {item{512, 8194, 0, k_qkm_gate_up_4x2}, item{512, 8194, 0, k_qkm_gate_up_3x2},
+          item{1024, 20001, 0, k_qkm_gate_up_loop}, item{4096, 77, 0, k_qkm_small_4x2},
+          item{8192, 77, 0, k_qkm_down_u4}, item{8192, 77, 0, k_qkm_down_4x2}, item{1024, 77, 0, k_qkm_all_1x2},
+          item{8192, 77, 33, k_qkm_q6_down_64}, item{8192, 77, 33, k_qkm_q6_down_3}}) {
+        const auto r = test::compare_qkm_products(it.n_in, it.n_out_a, it.n_out_b, it.bits, it.bits);
+        EXPECT_LE(r.nmse, 1e-9) << "bits " << it.bits;
+        EXPECT_TRUE(r.bit_equal) << "bits " << it.bits;
     }
 }
 
@@ -96,6 +99,21 @@ TEST(cuda_backend, attention_matches_the_cpu_ops) {
     EXPECT_LE(test::compare_attention(2, 4, 2, 64, 4, false, 1, 1), 1e-10);
     EXPECT_LE(test::compare_attention(9, 6, 2, 64, 4, true, 3, 2), 1e-10);
     EXPECT_LE(test::compare_attention(40, 32, 8, 128, 2, false, 4, 3), 1e-10);
+}
+
+// RoPE and the KV write folded into the attention kernel (launch_attention_rope: separate merge, early K/V loads,
+// merge in the kernel): the same bits as the separate RoPE kernel + attention, and the CPU ops' result.
+TEST(cuda_backend, attention_with_folded_rope_equals_the_separate_kernels) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (const auto& [n_pos, n_head, n_kv, hd, neox, n_split] : {std::tuple{2, 4, 2, 64, false, 1},
+                                                                 {9, 6, 2, 64, true, 3},
+                                                                 {40, 32, 8, 128, false, 4},
+                                                                 {130, 8, 1, 256, true, 4},
+                                                                 {33, 4, 4, 32, false, 2}}) {
+        const auto r = test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos));
+        EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd;
+        for (double e : r.nmse) EXPECT_LE(e, 1e-10) << n_pos << " positions, head_dim " << hd;
+    }
 }
 
 struct format_case {

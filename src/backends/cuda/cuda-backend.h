@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/qkm-bits.h"
 #include "core/dtype.h"
 #include "models/model-config.h"
 #include "quant/file-type.h"
@@ -55,16 +56,18 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 // checks against the CPU engine's matmul.
 std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, const float* x);
 // The Q4_K_M decode products of matvec-qkm.h on GGUF rows (checks): a = n_out_a Q4_K rows, b = n_out_b Q6_K rows (0:
-// none) of n_in elements: [a x; b x] (host), by the path the decode fusion mask `bits` selects (32 with its variant
-// bits 64/128/2048/32768: a and b in one launch; 256/.../16384: the alternative kernels (8192: of b); 0:
-// launch_matvec per matrix).
+// none) of n_in elements: [a x; b x] (host), by the path the decode fusion mask `bits` selects (k_qkm_pair with its
+// variants: a and b in one launch; the other k_qkm bits: the alternative kernels, of a and of b; 0: launch_matvec per
+// matrix).
 std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const uint8_t* b, int64_t n_out_b, int64_t n_in,
                                      const float* x, unsigned bits);
 // The decode step's RoPE + KV write (f16 cache) for positions 0..qkv.size()-1 (qkv[p]: [q_dim + 2 kv_dim] of
 // position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
 // key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
+// variant: 0 launch_rope_kv + launch_attention_split; with RoPE folded into the attention kernel
+// (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks.
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split);
+                                   float freq_base, bool neox, int n_split, int variant = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
@@ -75,23 +78,36 @@ void set_pdl(bool on);
 // kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the
 // epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16 SwiGLU and the
 // quantization of its groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up product where the down matrix reads int8
-// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default). k_decode_fusion_default unless set here or
-// by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results with any mask (for A/B benchmarks). The
-// fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch gfuse-exp; RMSNorm
-// recomputed in every block of its F16/BF16 consumers: branch gfu-exp; the merge in the attention kernel for a K-format
-// Wo, twice: docs/cuda.md) are not offered. Q4_K_M products (matvec-qkm.h): 32 Q4_K Q/K and Q6_K V in one launch (64,
-// 128, 2048, 32768: variants of it); 256 / 512 / 1024 / 4096 the alternative Q4_K kernels of gate/up / down / the other
-// matrices / all, 8192 the Q6_K down kernel at 64 registers, 16384 Q4_K gate/up in loops over row pairs, 65536 Q4_K
-// down at 4 rows per group, 131072 Q6_K down at 3 rows per block, 262144 Q4_K gate/up at 3 rows per group.
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 128 | 1024;
-constexpr unsigned k_decode_fusion_all =
-    2 | 4 | 8 | 16 | 32 | 128 | 256 | 512 | 1024 | 8192 | 16384 | 32768 | 65536 | 131072 | 262144;
+// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default); 32 RoPE and the KV write folded into the
+// attention kernel (no RoPE kernel), 64 with it the attention's K/V loads of earlier positions before the PDL wait, 128
+// with 2 the merge in the attention kernel also for a K-format Wo (measured slower again, so off by default;
+// docs/cuda-decode-log.md, session 7).
+// k_decode_fusion_default unless set here or by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results
+// with any mask (for A/B benchmarks). The fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and
+// RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
+// offered.
+// Bits 256 .. 2^21: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, session 7).
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_qkm_pair | k_qkm_pair_v2 | k_qkm_small_4x2;
+constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
+                                         k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop |
+                                         k_qkm_down_u4 | k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
 // graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
+// Weights staged in shared memory before the PDL wait (docs/cuda-decode-log.md, "Session 7 (branch gpre)"): each thread
+// of a Q8_0 / Q4_0 product copies its next `tasks` tasks of each row (after the early-level ones) by cp.async into
+// dynamic shared memory while the previous kernel still runs, and computes them from there after the wait (Q4_K: the
+// Wo product's one task per thread). mask: the products (1 Q/K/V, 2 Wo, 4 down, 8 the fused gate/up, 16 the output
+// matrix; 256: also the Q4_K Wo with 2); 32 / 128: the single-row RMSNorm without / with quantization lets its
+// dependents launch before its own wait; 64 (diagnostic): reserve the staged bytes but stage nothing. carveout: the
+// shared-memory carveout (percent) every kernel launched with PDL asks for (-1: the driver's choice). Or
+// MEMTILE_CUDA_PREFETCH="TASKS,MASK[,CARVEOUT]" ("0": off); read when a graph is captured; bit-equal results with any
+// setting (for A/B benchmarks). Default (and tasks < 0): 1 task of the Wo product, the trigger before f32 consumers
+// (1, 2 | 32, -1), the only settings measured faster.
+void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.

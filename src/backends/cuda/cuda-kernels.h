@@ -110,8 +110,7 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 // Decode attention of one query token over cache rows 0..*pos, split over n_split key ranges (partial:
 // n_head * n_split * (head_dim + 2) floats) and merged into out ([n_head, head_dim]); with q_block > 0 also
 // quantizes out into xq/xd/xs (the Wo input, as launch_quantize). qkv, bias as launch_rope_kv, which runs
-// first (RoPE and the cache write of position *pos; fusing it into the attention kernel was measured slower,
-// docs/cuda.md).
+// first (RoPE and the cache write of position *pos; launch_attention_rope folds it into the attention kernel).
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
                       uint16_t* v_cache, int n_split, float* partial, float* out, int q_block, int8_t* xq, float* xd,
                       float* xs, cudaStream_t s);
@@ -129,6 +128,14 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
                             const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,
                             int n_split, float* partial, unsigned* counters, float* out, int q_block, int8_t* xq,
                             float* xd, float* xs, cudaStream_t s);
+// launch_rope_kv + launch_attention_split (counters null) or + launch_attention_fused (counters as there; where the
+// shapes do not tile, the separate merge) with RoPE and the KV write folded into the attention kernel (one sequence):
+// qkv is read before RoPE and left unchanged; the same bits as the separate kernels. early: the K/V rows of earlier
+// positions are loaded before the PDL wait. Returns false (nothing launched) where the folded kernel does not exist
+// (MEMTILE_CUDA_ATTN_KEYS forcing another keys-in-flight count than its 8).
+bool launch_attention_rope(const float* qkv, const float* bias, const rope_params& p, const int32_t* pos,
+                           uint16_t* k_cache, uint16_t* v_cache, int n_split, float* partial, unsigned* counters,
+                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);

@@ -37,7 +37,7 @@ std::vector<float> qkm_products_gguf(const uint8_t*, int64_t, const uint8_t*, in
                                      unsigned) {
     not_compiled();
 }
-std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int) {
+std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int, int) {
     not_compiled();
 }
 std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {
@@ -50,6 +50,9 @@ void set_decode_fusion(unsigned) {
     not_compiled();
 }
 void set_matvec_early(int) {
+    not_compiled();
+}
+void set_matvec_prefetch(int, unsigned, int) {
     not_compiled();
 }
 double check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -149,6 +150,7 @@ public:
         // the first prompt's time to first token would otherwise carry.
         if (!first_layer_ && prefill_pass::supported(view()))
             prefill_ = std::make_unique<prefill_pass>(view(), stream_);
+        if (warm_up_enabled()) warm_up();
     }
 
     const model_config& config() const override { return cfg_; }
@@ -431,8 +433,11 @@ private:
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
     // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
     // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
-    // 32 (64, 128, 2048, 32768), 256, 512, 1024, 4096, 8192, 16384, 65536, 131072, 262144: the Q4_K_M products of
-    // matvec-qkm.h (bit-equal; docs/cuda-decode-log.md, session 7).
+    // 32: RoPE and the KV write folded into the attention kernel (launch_attention_rope, bit-equal; no RoPE kernel);
+    // 64: with 32, its K/V loads of earlier positions before the PDL wait; 128: with 2, the merge in the attention
+    // kernel also for a K-format Wo (the whole block quantizes its unit of 256; measured slower, off by default).
+    // docs/cuda-decode-log.md, session 7.
+    // 256 .. 2^21 (qkm-bits.h): the Q4_K_M products of matvec-qkm.h (bit-equal; docs/cuda-decode-log.md, session 7).
     void record() {
         const auto& c = cfg_;
         const int64_t E = c.n_embd, KV = c.kv_dim(), F = c.n_ff;
@@ -444,7 +449,9 @@ private:
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
         const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
-                   fuse_glu_q8 = decode_fusion() & 16, fuse_pair = decode_fusion() & 32;
+                   fuse_glu_q8 = decode_fusion() & 16, fuse_rope = decode_fusion() & 32,
+                   early_kv = decode_fusion() & 64, fuse_merge_k = decode_fusion() & 128,
+                   fuse_pair = decode_fusion() & k_qkm_pair;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
@@ -457,12 +464,16 @@ private:
                 for (const auto& p : L.qkv)
                     if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, qkv_ + p.offset, false, decode_fusion(), s))
                         launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
-            launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
-            if (!(fuse_merge && wo_qb != 256 &&
-                  launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_, merge_counters_,
-                                         att_, wo_qb, xq_, xd_, xs_, s)))
-                launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
+            const bool merge_in = fuse_merge && (wo_qb != 256 || fuse_merge_k);
+            if (!(fuse_rope && launch_attention_rope(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_,
+                                                     merge_in ? merge_counters_ : nullptr, att_, wo_qb, xq_, xd_, xs_,
+                                                     early_kv, s))) {
+                launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
+                if (!(merge_in && launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_,
+                                                         merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
+                    launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
+            }
             if (!launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
                 launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
@@ -504,6 +515,29 @@ private:
         check(launch_error, "kernel launch during capture");
         check(cudaGraphInstantiate(&exec_, graph, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(graph);
+    }
+
+    // A short prefill and one decode step at load, then the cache is declared empty again (positions at or past
+    // used_ are never read). Each kernel's module is loaded on its first launch (lazy loading), cuBLAS picks and
+    // loads its GEMM kernels on the first call of a shape, and the decode graph is captured and instantiated on the
+    // first step: without this, the first prompt's time to first token carried ~50 ms of that (default model,
+    // 10-token prompt). Set MEMTILE_CUDA_WARMUP=0 to skip it (A/B of load time against time to first token).
+    static bool warm_up_enabled() {
+        const char* env = std::getenv("MEMTILE_CUDA_WARMUP");
+        return !env || std::strcmp(env, "0") != 0;
+    }
+
+    void warm_up() {
+        if (first_layer_) {
+            forward_hidden(std::vector<float>(cfg_.n_embd, 0.0f));
+        } else {
+            std::vector<int32_t> tokens(std::min<uint32_t>(8, n_ctx_ - 1));
+            for (size_t i = 0; i < tokens.size(); i++) tokens[i] = int32_t(i % cfg_.n_vocab);
+            if (!tokens.empty()) prefill_device(tokens);
+            forward(0);
+        }
+        reset();
+        argmax_ready_ = false;
     }
 
     void step(int32_t token) {

@@ -237,17 +237,18 @@ __device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned e
 
 constexpr int k_attn_warps = 4;
 
-// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]).
+// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]); explicit FMAs, so that
+// the fused merge of ops.cu (attn_merge_chunk) has the same bits in any kernel.
 __device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {
     float M = -INFINITY;
     for (int s = 0; s < n_split; s++)
         if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
     float L = 0;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+        if (p[s * (hd + 2) + 1] > 0) L = __fmaf_rn(p[s * (hd + 2) + 1], expf(p[s * (hd + 2)] - M), L);
     float a = 0;
     for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) a += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+        if (p[s * (hd + 2) + 1] > 0) a = __fmaf_rn(p[s * (hd + 2) + 2 + d], expf(p[s * (hd + 2)] - M), a);
     return a / L;
 }
 

@@ -4,8 +4,8 @@
 // the wait returns once the predecessor grid has completed and its writes are visible, and the predecessor
 // waited for its own, so all earlier kernels are done), and griddep_launch() to let its successor start.
 // Before the wait a kernel may only read what no kernel writes (the weights): the Q8_0/F16/BF16 matvecs load their
-// first tasks' weights into registers there (matvec_early); prefetching weights into L2 there was measured slower
-// (docs/cuda.md).
+// first tasks' weights into registers there (matvec_early), and optionally the next tasks into shared memory
+// (matvec_prefetch); prefetching weights into L2 there was measured slower (docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,19 +22,36 @@ __device__ __forceinline__ void griddep_wait() {
 __device__ __forceinline__ void griddep_launch() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
+// The shared-memory carveout (percent, -1: the driver's choice) every kernel launched here asks for
+// (set_matvec_prefetch in cuda-backend.h; one value for all of a step's kernels, so that an SM need not drain to change
+// its L1 / shared-memory split between them: docs/cuda-decode-log.md, "Session 6 (branch gmv)").
+int launch_carveout();
+
+// `smem`: bytes of dynamic shared memory per block.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+void launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (pdl_enabled()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (const int c = launch_carveout(); c >= 0) {
+        attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+        attr[n++].val.sharedMemCarveout = unsigned(c);
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = n;
     cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+    launch_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);
 }
 
 }  // namespace memtile::cuda::detail

@@ -61,24 +61,35 @@ __device__ __forceinline__ void dot_q8_0(const task_weights<R, 1>& tw, const int
 }
 
 // Q4_0 task b: block b (16 bytes: element j in the low nibble of byte j, element j + 16 in the high one).
+// q4_0_row: one row's part (w: its 16 quant bytes, dw: its f16 scale), shared by task_q4_0 and the staged tasks.
+__device__ __forceinline__ float q4_0_row(const int4& w, uint16_t dw, const int4& a0, const int4& a1, float ad,
+                                          float as) {
+    // High nibbles masked in place (16 q, unsigned dp4a): no shift per word; hi is a multiple of 16.
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        lo = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), lo);
+        hi = dp4a_us(uint32_t(word(w, k)) & 0xf0f0f0f0u, word(a1, k), hi);
+    }
+    const int s = lo + (hi >> 4);
+    return h2f(dw) * (ad * float(s) - 8.0f * as);
+}
 template <int R>
 __device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
                                           const float* xd, const float* xs, int b, float (&acc)[R]) {
     const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
     const float ad = xd[b], as = xs[b];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int4 w = load_stream(q[r] + 16 * b);
-        // High nibbles masked in place (16 q, unsigned dp4a): no shift per word; hi is a multiple of 16.
-        int lo = 0, hi = 0;
+    for (int r = 0; r < R; r++) acc[r] += q4_0_row(load_stream(q[r] + 16 * b), __ldg(d[r] + b), a0, a1, ad, as);
+}
+// Q4_0 task b from a task_weights (a staged task, matvec_prefetch): task_q4_0's arithmetic.
+template <int R>
+__device__ __forceinline__ void dot_q4_0(const task_weights<R, 1>& tw, const int8_t* xq, const float* xd,
+                                         const float* xs, int b, float (&acc)[R]) {
+    const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
+    const float ad = xd[b], as = xs[b];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            lo = __dp4a(word(w, k) & 0x0f0f0f0f, word(a0, k), lo);
-            hi = dp4a_us(uint32_t(word(w, k)) & 0xf0f0f0f0u, word(a1, k), hi);
-        }
-        const int s = lo + (hi >> 4);
-        acc[r] += h2f(__ldg(d[r] + b)) * (ad * float(s) - 8.0f * as);
-    }
+    for (int r = 0; r < R; r++) acc[r] += q4_0_row(tw.w[r][0], uint16_t(tw.s[r]), a0, a1, ad, as);
 }
 
 // Q4_K task t: super-block t/4, c = t%4: quant bytes 32c..32c+31 hold sub-block 2c (low nibbles) and 2c+1
@@ -276,10 +287,116 @@ __device__ __forceinline__ void run_tasks(int tid, int n, Load load, Dot dot) {
     }
 }
 
+// Shared-memory staging of a thread's next tasks before griddep_wait (matvec_prefetch; docs/cuda-decode-log.md,
+// "Session 7 (branch gpre)"): 16-byte cp.async copies (LDGSTS, L1 bypassed) of the weights and 4-byte copies of the
+// aligned word that holds each f16 scale, into the thread's own slots of the block's dynamic shared memory (so no block
+// barrier: cp.async.wait_all makes a thread's own copies visible to it). Shared memory holds no register across the
+// wait.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// Dynamic shared memory of a block staging TS tasks of R rows per thread (NT threads): TS * R * NT 16-byte pieces,
+// then as many scale words. Slot (k, r) of thread i: piece (k R + r) NT + i (a warp's 32 pieces contiguous).
+constexpr size_t staged_bytes(int ts, int rows, int threads) {
+    return size_t(ts) * size_t(rows) * size_t(threads) * 20;
+}
+template <int R, int TS, int NT>
+struct stage_slots {
+    int4* w;
+    uint32_t* s;
+    __device__ explicit stage_slots(void* smem)
+        : w(static_cast<int4*>(smem)), s(reinterpret_cast<uint32_t*>(static_cast<int4*>(smem) + TS * R * NT)) {}
+    // One task of row r (its 16-byte piece, and the aligned word holding its f16 scale sc) into slot k.
+    __device__ void put(int k, int r, const uint8_t* piece, const uint16_t* sc) const {
+        const int i = (k * R + r) * NT + int(threadIdx.x);
+        cp_async16(w + i, piece);
+        cp_async4(s + i, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(sc) & ~uintptr_t(3)));
+    }
+    __device__ void get(int k, int r, const uint16_t* sc, int4& piece, uint32_t& scale) const {
+        const int i = (k * R + r) * NT + int(threadIdx.x);
+        piece = w[i];
+        scale = (s[i] >> (16 * ((reinterpret_cast<uintptr_t>(sc) >> 1) & 1))) & 0xffffu;
+    }
+};
+
+// run_tasks with the thread's tasks E .. E + TS - 1 staged (stage(t, k): slot k) before griddep_wait and applied
+// after it (unstage(t, k, tw), dot(tw, t)), in the same order: the same sums as run_tasks. task(t): one later task.
+template <int E, int TS, int S, int U, typename TW, typename Load, typename Stage, typename Unstage, typename Dot,
+          typename Task>
+__device__ __forceinline__ void run_tasks_staged(int tid, int n, Load load, Stage stage, Unstage unstage, Dot dot,
+                                                 Task task) {
+    TW early[E > 0 ? E : 1];
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        if (tid + k * S < n) load(tid + k * S, early[k]);
+#pragma unroll
+    for (int k = 0; k < TS; k++)
+        if (tid + (E + k) * S < n) stage(tid + (E + k) * S, k);
+    cp_async_commit();
+    griddep_wait();
+    griddep_launch();
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        if (tid + k * S < n) dot(early[k], tid + k * S);
+    cp_async_wait_all();
+#pragma unroll
+    for (int k = 0; k < TS; k++)
+        if (tid + (E + k) * S < n) {
+            TW tw;
+            unstage(tid + (E + k) * S, k, tw);
+            dot(tw, tid + (E + k) * S);
+        }
+#pragma unroll U
+    for (int t = tid + (E + TS) * S; t < n; t += S) task(t);
+}
+
+// Q4_K task t of R rows from staged pieces (matvec_prefetch; Wo, one task per thread): task_q4k's arithmetic, with
+// w0, w1 and the side words sm, dm of row r at slots 2 r and 2 r + 1 of w and sw (stride NT).
+template <int R, int NT>
+__device__ __forceinline__ void dot_q4k_staged(const int4* w, const uint32_t* sw, const int8_t* xq, const float* xd,
+                                               const float* xs, int t, int c, float (&acc)[R]) {
+    const int b = t >> 2;
+    const int8_t* ax = xq + b * 256 + 64 * c;
+    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const int g = b * 8 + 2 * c;
+    const float ad = xd[g];
+    const float2 as = *reinterpret_cast<const float2*>(xs + g);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int4 w0 = w[2 * r * NT], w1 = w[(2 * r + 1) * NT];
+        const uint32_t sm = sw[2 * r * NT], dm = sw[(2 * r + 1) * NT];
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
+            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
+            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
+            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
+        }
+        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));
+        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
+    }
+}
+
 // Block: 4 warps in 4 / W groups of W warps; group g takes rows R * (blockIdx.x * (4 / W) + g) + r, r < R
 // (rows past n_out repeat the last row and are not stored), its W warps split the row's tasks. EL: the tasks per row
-// that each thread loads before griddep_wait (0: every load after it; only k_has_early formats).
-template <dtype T, int R, int W, int EL = 0>
+// that each thread loads before griddep_wait (0: every load after it; only k_has_early formats). TS (Q8_0, Q4_0): the
+// next tasks per row that each thread stages in shared memory before the wait (run_tasks_staged; 0: none).
+template <dtype T, int R, int W, int EL = 0, int TS = 0>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_kernel(gpu_weight w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   int accumulate) {
@@ -303,7 +420,67 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         d[r] = w.d ? w.d + row * d_row : nullptr;
         acc[r] = 0;
     }
-    if constexpr (T == dtype::q8_0) {
+    [[maybe_unused]] extern __shared__ int4 staged_smem[];
+    if constexpr ((T == dtype::q8_0 || T == dtype::q4_0) && TS > 0) {
+        // Staged tasks (matvec_prefetch): Q8_0 task t's scale is d[t / 2], Q4_0 block b's d[b].
+        constexpr int SH = T == dtype::q8_0 ? 1 : 0;
+        const stage_slots<R, TS, 32 * k_block_warps> slots(staged_smem);
+        auto load = [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); };
+        auto stage = [&](int t, int k) {
+#pragma unroll
+            for (int r = 0; r < R; r++) slots.put(k, r, q[r] + 16 * t, d[r] + (t >> SH));
+        };
+        auto unstage = [&](int t, int k, task_weights<R, 1>& tw) {
+#pragma unroll
+            for (int r = 0; r < R; r++) slots.get(k, r, d[r] + (t >> SH), tw.w[r][0], tw.s[r]);
+        };
+        if constexpr (T == dtype::q8_0) {
+            auto dot = [&](const task_weights<R, 1>& tw, int t) { dot_q8_0<R>(tw, xq, xd, t, acc); };
+            run_tasks_staged<E, TS, S, 2, task_weights<R, 1>>(tid, n_in / 16, load, stage, unstage, dot, [&](int t) {
+                task_weights<R, 1> tw;
+                load(t, tw);
+                dot(tw, t);
+            });
+        } else {
+            run_tasks_staged<0, TS, S, 2, task_weights<R, 1>>(
+                tid, n_in / 32, load, stage, unstage,
+                [&](const task_weights<R, 1>& tw, int t) { dot_q4_0<R>(tw, xq, xd, xs, t, acc); },
+                [&](int t) { task_q4_0<R>(q, d, xq, xd, xs, t, acc); });
+        }
+    } else if constexpr (T == dtype::q4_k && TS > 0) {
+        // Staged Q4_K tasks (matvec_prefetch): per row the task's two quant pieces and its two side words, slots
+        // ((k R + r) 2 + j) NT + thread.
+        constexpr int NT = 32 * k_block_warps;
+        int4* sw = staged_smem;
+        uint32_t* ss = reinterpret_cast<uint32_t*>(staged_smem + TS * R * 2 * NT);
+        const int c = tid & 3, n = n_in / 64;
+#pragma unroll
+        for (int k = 0; k < TS; k++) {
+            const int t = tid + k * S, b = t >> 2;
+            if (t < n)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int i = (k * R + r) * 2 * NT + int(threadIdx.x);
+                    const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);
+                    cp_async16(sw + i, q[r] + b * 128 + 32 * c);
+                    cp_async16(sw + i + NT, q[r] + b * 128 + 32 * c + 16);
+                    cp_async4(ss + i, side + q4k_sm_word(b) + c);
+                    cp_async4(ss + i + NT, side + q4k_dm_word(b));
+                }
+        }
+        cp_async_commit();
+        griddep_wait();
+        griddep_launch();
+        cp_async_wait_all();
+#pragma unroll
+        for (int k = 0; k < TS; k++) {
+            const int t = tid + k * S;
+            const int i = k * R * 2 * NT + int(threadIdx.x);
+            if (t < n) dot_q4k_staged<R, NT>(sw + i, ss + i, xq, xd, xs, t, c, acc);
+        }
+#pragma unroll 2
+        for (int t = tid + TS * S; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, c, acc);
+    } else if constexpr (T == dtype::q8_0) {
         run_tasks<E, S, 2, task_weights<R, 1>>(
             tid, n_in / 16, [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); },
             [&](const task_weights<R, 1>& tw, int t) { dot_q8_0<R>(tw, xq, xd, t, acc); });
@@ -385,35 +562,109 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
 }
 
-// The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block.
-template <dtype T, int EL = 0>
+// The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block. TS > 0 (Q8_0, Q4_0):
+// the decode shapes only (1 x 1, 2 x 2, 2 x 4; matvec_prefetch), with TS staged tasks per thread in dynamic shared
+// memory.
+// reserve: dynamic shared memory reserved on top, unused (matvec_prefetch's diagnostic bit k_prefetch_reserve_only).
+template <dtype T, int EL = 0, int TS = 0>
 void launch_shaped(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
-                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+                   bool accumulate, matvec_shape shape, cudaStream_t s, size_t reserve = 0) {
+    constexpr int PIECES = T == dtype::q4_k ? 2 : 1;  // staged 20-byte units per task and row
     const int acc = accumulate ? 1 : 0;
     const int64_t rows_per_block = int64_t(shape.rows) * (k_block_warps / std::max(shape.warps, 1));
     const unsigned blocks = unsigned((w.n_out + rows_per_block - 1) / rows_per_block);
-#define MEMTILE_MATVEC_CASE(R, W)                                                                    \
-    if (shape.rows == R && shape.warps == W) {                                                       \
-        launch(matvec_kernel<T, R, W, EL>, blocks, 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc); \
-        return;                                                                                      \
+#define MEMTILE_MATVEC_CASE(R, W)                                                                             \
+    if (shape.rows == R && shape.warps == W) {                                                                \
+        launch_smem(matvec_kernel<T, R, W, EL, TS>, blocks, 32 * k_block_warps,                               \
+                    PIECES * staged_bytes(TS, R, 32 * k_block_warps) + reserve, s, w, x, xq, xd, xs, y, acc); \
+        return;                                                                                               \
     }
-    MEMTILE_MATVEC_CASE(1, 1)
-    MEMTILE_MATVEC_CASE(1, 2)
-    MEMTILE_MATVEC_CASE(1, 4)
-    MEMTILE_MATVEC_CASE(2, 1)
-    MEMTILE_MATVEC_CASE(2, 2)
-    MEMTILE_MATVEC_CASE(2, 4)
+    if constexpr (TS > 0) {
+        MEMTILE_MATVEC_CASE(1, 1)
+        MEMTILE_MATVEC_CASE(2, 2)
+        MEMTILE_MATVEC_CASE(2, 4)
+    } else {
+        MEMTILE_MATVEC_CASE(1, 1)
+        MEMTILE_MATVEC_CASE(1, 2)
+        MEMTILE_MATVEC_CASE(1, 4)
+        MEMTILE_MATVEC_CASE(2, 1)
+        MEMTILE_MATVEC_CASE(2, 2)
+        MEMTILE_MATVEC_CASE(2, 4)
+    }
 #undef MEMTILE_MATVEC_CASE
-    launch(matvec_kernel<T, 2, 1, EL>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y, acc);
+    // (launch_staged passes TS > 0 with the three decode shapes only)
+    if constexpr (TS == 0)
+        launch(matvec_kernel<T, 2, 1, EL>, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, w, x, xq, xd, xs, y,
+               acc);
+}
+
+// Shared-memory staging before the PDL wait (set_matvec_prefetch in cuda-backend.h; defined in matvec.cu): tasks per
+// thread and row (0: off), which products (k_prefetch_*), read when a graph is captured. The default, from the A/B in
+// docs/cuda-decode-log.md ("Session 7 (branch gpre)"): 1 task of the Wo product (Q4_0: +1.4 %; Q8_0 has none left
+// after its early loads) and the RMSNorm trigger before f32 consumers (F16: +0.6 %).
+struct prefetch_config {
+    int tasks = 1;
+    unsigned mask = 2 | 32;
+};
+constexpr unsigned k_prefetch_qkv = 1;               // n_in < 8,192, 4,096 < n_out <= 32,768 (Q/K/V)
+constexpr unsigned k_prefetch_wo = 2;                // n_in < 8,192, n_out <= 4,096 (Wo)
+constexpr unsigned k_prefetch_down = 4;              // n_in >= 8,192 (down)
+constexpr unsigned k_prefetch_gate_up = 8;           // the fused Q8_0/Q4_0 gate/up product (matvec-fused.cu)
+constexpr unsigned k_prefetch_output = 16;           // n_out > 32,768 (the output matrix)
+constexpr unsigned k_prefetch_norm_trigger = 32;     // the single-row RMSNorm without quantization (f32 consumers)
+                                                     // lets its dependents launch before its wait
+constexpr unsigned k_prefetch_reserve_only = 64;     // diagnostic: reserve the staged bytes, stage nothing
+constexpr unsigned k_prefetch_norm_trigger_q = 128;  // as 32, for the RMSNorm that quantizes (int8 consumers)
+constexpr unsigned k_prefetch_q4k_wo = 256;          // the Q4_K Wo product (with k_prefetch_wo; -4.8 % measured)
+prefetch_config matvec_prefetch();
+
+// The staged tasks (an instantiated TS: 0, 1, 2, 3, 4 or 8) of a plain-kernel launch: the configured count, cut to the
+// thread's tasks after the E early ones, 0 where the product's class is not selected or the scale array is not 4-byte
+// aligned (the staged scale words are aligned words).
+inline int staged_tasks(const gpu_weight& w, matvec_shape shape, int e, int task_elems) {
+    const prefetch_config c = matvec_prefetch();
+    const unsigned cls = w.n_in >= 8192    ? k_prefetch_down
+                         : w.n_out <= 4096 ? k_prefetch_wo
+                         : w.n_out > 32768 ? k_prefetch_output
+                                           : k_prefetch_qkv;
+    if (c.tasks <= 0 || !(c.mask & cls) || !w.d || reinterpret_cast<uintptr_t>(w.d) % 4 != 0) return 0;
+    if (w.n_in % task_elems != 0) return 0;
+    const int stride = 32 * std::max(shape.warps, 1);
+    const int per_thread = int((w.n_in / task_elems + stride - 1) / stride);
+    const int n = std::min(c.tasks, per_thread - e);
+    return n <= 0 ? 0 : n <= 4 ? n : 8;
+}
+
+template <dtype T, int EL>
+void launch_staged(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
+                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+    const bool decode_shape = (shape.rows == 1 && shape.warps == 1) || (shape.rows == 2 && shape.warps == 2) ||
+                              (shape.rows == 2 && shape.warps == 4);
+    const int ts = decode_shape ? staged_tasks(w, shape, EL, T == dtype::q8_0 ? 16 : 32) : 0;
+    if (ts > 0 && (matvec_prefetch().mask & k_prefetch_reserve_only))
+        return launch_shaped<T, EL>(w, x, xq, xd, xs, y, accumulate, shape, s,
+                                    staged_bytes(ts, shape.rows, 32 * k_block_warps));
+    switch (ts) {
+        case 1: return launch_shaped<T, EL, 1>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        case 2: return launch_shaped<T, EL, 2>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        case 3: return launch_shaped<T, EL, 3>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        case 4: return launch_shaped<T, EL, 4>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        case 8: return launch_shaped<T, EL, 8>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        default: return launch_shaped<T, EL>(w, x, xq, xd, xs, y, accumulate, shape, s);
+    }
 }
 
 // The early level of the decode matvecs (set_matvec_early in cuda-backend.h; defined in matvec.cu): 0 or 4.
 int matvec_early();
 
-// launch_shaped at the current early level (formats without early loads: level 0).
+// launch_shaped at the current early level (formats without early loads: level 0); Q8_0 with matvec_prefetch.
 template <dtype T>
 void launch_early(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs, float* y,
                   bool accumulate, matvec_shape shape, cudaStream_t s) {
+    if constexpr (T == dtype::q8_0) {
+        if (matvec_early() == 4) return launch_staged<T, 4>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        return launch_staged<T, 0>(w, x, xq, xd, xs, y, accumulate, shape, s);
+    }
     if constexpr (k_has_early<T>) {
         if (matvec_early() == 4) return launch_shaped<T, 4>(w, x, xq, xd, xs, y, accumulate, shape, s);
     }

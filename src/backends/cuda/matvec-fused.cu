@@ -62,12 +62,14 @@ __global__ void __launch_bounds__(128, 8) matvec_glu_kernel(gpu_weight w, const 
 // other, both rows of a pair sharing the activation loads. To be bit-equal to the plain kernel of shape R x W (R does
 // not change a row's sums), lane l keeps W accumulators: task t = l + 32 m goes to accumulator m % W, which is the
 // task set and order of warp m % W of the plain kernel's group, and the W warp sums are added as its epilogue adds
-// them. The first E tasks of the first pair (Q8_0 only) are loaded before griddep_wait.
-template <dtype T, int W, int NW, int E>
+// them. The first E tasks of the first pair (Q8_0 only) are loaded before griddep_wait, and its next TS tasks staged in
+// dynamic shared memory there (matvec_prefetch, run_tasks_staged's scheme).
+template <dtype T, int W, int NW, int E, int TS = 0>
 __global__ void __launch_bounds__(32 * NW, 32 / NW)
     matvec_glu_q_kernel(gpu_weight w, const int8_t* xq, const float* xd, const float* xs, float* h, int8_t* hq,
                         float* hd, float* hs) {
-    static_assert(E % W == 0, "the early tasks must end on an accumulator boundary");
+    static_assert(E % W == 0 && (E + TS) % W == 0, "the early tasks must end on an accumulator boundary");
+    [[maybe_unused]] extern __shared__ int4 staged_smem[];
     constexpr int PPW = 32 / NW;  // pairs per warp
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n_ff = w.n_out / 2, p0 = int64_t(blockIdx.x) * 32;
@@ -93,7 +95,42 @@ __global__ void __launch_bounds__(32 * NW, 32 / NW)
         for (int k = 0; k < W; k++) acc[k][0] = acc[k][1] = 0;
         int m0 = 0;
         if (j == 0) {
-            if constexpr (T == dtype::q8_0 && E > 0) {
+            if constexpr (TS > 0) {
+                constexpr int SH = T == dtype::q8_0 ? 1 : 0;  // scale of task t: d[t >> SH]
+                const stage_slots<2, TS, 32 * NW> slots(staged_smem);
+                task_weights<2, 1> early[E > 0 ? E : 1];
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    if (lane + 32 * e < n_tasks) load_q8_0<2>(q, d, lane + 32 * e, early[e]);
+#pragma unroll
+                for (int k = 0; k < TS; k++) {
+                    const int t = lane + 32 * (E + k);
+                    if (t < n_tasks)
+#pragma unroll
+                        for (int r = 0; r < 2; r++) slots.put(k, r, q[r] + 16 * t, d[r] + (t >> SH));
+                }
+                cp_async_commit();
+                griddep_wait();
+                griddep_launch();
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    if (lane + 32 * e < n_tasks) dot_q8_0<2>(early[e], xq, xd, lane + 32 * e, acc[e % W]);
+                cp_async_wait_all();
+#pragma unroll
+                for (int k = 0; k < TS; k++) {
+                    const int t = lane + 32 * (E + k);
+                    if (t < n_tasks) {
+                        task_weights<2, 1> tw;
+#pragma unroll
+                        for (int r = 0; r < 2; r++) slots.get(k, r, d[r] + (t >> SH), tw.w[r][0], tw.s[r]);
+                        if constexpr (T == dtype::q8_0)
+                            dot_q8_0<2>(tw, xq, xd, t, acc[(E + k) % W]);
+                        else
+                            dot_q4_0<2>(tw, xq, xd, xs, t, acc[(E + k) % W]);
+                    }
+                }
+                m0 = E + TS;
+            } else if constexpr (T == dtype::q8_0 && E > 0) {
                 task_weights<2, 1> early[E];
 #pragma unroll
                 for (int e = 0; e < E; e++)
@@ -154,6 +191,25 @@ void launch_glu_q_shape(const gpu_weight& w, const int8_t* xq, const float* xd, 
     // Early loads: 2 tasks of both rows (the plain kernel's 4 tasks of one row in registers); at W = 4 none (E must
     // be a multiple of W, and 4 spilled).
     constexpr int EE = W <= 2 ? 2 : 0;
+    // Staged tasks (matvec_prefetch; 8 warps, W = 1 only): 2 or 4 (10 KB of shared memory per task, under the 48 KB a
+    // block gets without an opt-in).
+    const prefetch_config pf = matvec_prefetch();
+    const int n_tasks = int(T == dtype::q8_0 ? w.n_in / 16 : w.n_in / 32);
+    const int staged = std::min(pf.tasks, (n_tasks + 31) / 32 - (early ? EE : 0));
+    // Q8_0 stages only at early level 4 (its E = 2 instantiation), Q4_0 after no early load.
+    if constexpr (W == 1) {
+        constexpr int E = T == dtype::q8_0 ? EE : 0;
+        if (nw == 8 && (pf.mask & k_prefetch_gate_up) && staged > 0 && (E == 0 || early) &&
+            reinterpret_cast<uintptr_t>(w.d) % 4 == 0) {
+            if (staged <= 2)
+                launch_smem(matvec_glu_q_kernel<T, W, 8, E, 2>, blocks, 256, staged_bytes(2, 2, 256), s, w, xq, xd, xs,
+                            h, hq, hd, hs);
+            else
+                launch_smem(matvec_glu_q_kernel<T, W, 8, E, 4>, blocks, 256, staged_bytes(4, 2, 256), s, w, xq, xd, xs,
+                            h, hq, hd, hs);
+            return;
+        }
+    }
 #define MEMTILE_GLU_Q_CASE(NW)                                                                           \
     if (nw == NW) {                                                                                      \
         if (early)                                                                                       \

@@ -128,8 +128,9 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 }  // namespace
 
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split) {
+                                   float freq_base, bool neox, int n_split, int variant) {
     require_device();
+    if (variant < 0 || variant > 3) fail("cuda", "attention check: unknown variant {}", variant);
     const int n_pos = int(qkv.size());
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
     if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
@@ -140,6 +141,8 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
     auto* pos = static_cast<int32_t*>(arena.alloc(4));
     auto* partial = static_cast<float*>(arena.alloc(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
     auto* out = static_cast<float*>(arena.alloc(size_t(q_dim) * 4));
+    auto* counters = static_cast<unsigned*>(arena.alloc(size_t(attention_merge_counters(n_head)) * sizeof(unsigned)));
+    check(cudaMemset(counters, 0, size_t(attention_merge_counters(n_head)) * sizeof(unsigned)), "cudaMemset");
     std::vector<float> freq(size_t(head_dim / 2));
     for (size_t i = 0; i < freq.size(); i++) freq[i] = std::pow(freq_base, -2.0f * float(i) / float(head_dim));
     auto* freq_d = static_cast<float*>(arena.alloc(freq.size() * 4));
@@ -150,7 +153,13 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
         if (int(qkv[size_t(p)].size()) != q_dim + 2 * kv_dim) fail("cuda", "attention check: bad qkv size");
         check(cudaMemcpy(buf, qkv[size_t(p)].data(), qkv[size_t(p)].size() * 4, cudaMemcpyHostToDevice), "upload");
         check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
-        launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, 0, nullptr, nullptr, nullptr, nullptr);
+        if (variant == 0)
+            launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, 0, nullptr, nullptr, nullptr,
+                             nullptr);
+        else if (!launch_attention_rope(buf, nullptr, rp, pos, kc, vc, n_split, partial,
+                                        variant == 3 ? counters : nullptr, out, 0, nullptr, nullptr, nullptr,
+                                        variant == 2, nullptr))
+            fail("cuda", "attention check: no folded-RoPE kernel (MEMTILE_CUDA_ATTN_KEYS forces another count)");
     }
     check(cudaGetLastError(), "attention launch");
     std::vector<float> r(static_cast<size_t>(q_dim));
@@ -208,7 +217,7 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
     auto* y = static_cast<float*>(arena.alloc(size_t(n_out_a + n_out_b) * 4));
     check(cudaMemcpy(xg, x, size_t(n_in) * 4, cudaMemcpyHostToDevice), "upload");
     launch_quantize(xg, n_in, 256, xq, xd, xs, nullptr);
-    if ((bits & 32) && n_out_b && matvec_pair_supported(wa, wb)) {
+    if ((bits & k_qkm_pair) && n_out_b && matvec_pair_supported(wa, wb)) {
         launch_matvec_pair(wa, y, wb, y + n_out_a, xq, xd, xs, bits, nullptr);
     } else {
         if (!launch_matvec_qkm(wa, xq, xd, xs, y, false, bits, nullptr))

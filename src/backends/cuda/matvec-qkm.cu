@@ -1,23 +1,24 @@
 // Decode products of Q4_K_M files in other launch forms than matvec-common.cuh's one-matrix kernel
 // (docs/cuda-decode-log.md, "Session 7 (branch gqkm)"), all bit-equal to it: every row's tasks, their order and the
 // warp sums are those of the plain kernel at the same warps per row W (R, the rows sharing the activation loads, and
-// the unrolling do not change a row's sums).
-// - Pair (decode fusion bit 32): Q/K (Q4_K, 2 x 2) and V (Q6_K, W = 1) of a layer whose V has another type in one
-//   launch, blocks picking their matrix by block index: the small V product (1,024 rows, 128 blocks at 6 % occupancy
-//   alone) no longer runs alone, and one kernel boundary goes. Bits 64 (V blocks after the Q/K blocks instead of
-//   before), 128 (V at 2 rows per warp instead of 1: 80 registers) and 2048 (V at 1 row per warp without the cap of 64
-//   registers: 72) are A/B variants; 32768 with 128: Q/K at 4 rows x 2 warps.
-// - Bits 256 / 1024: Q4_K products of n_in < 8,192 with n_out > / <= 8,192 (gate/up / Wo and Q/K/V) at 4 rows x 2 warps
-//   (the activation loads shared by 4 rows, 4 rows' loads in flight per thread).
-// - Bit 512: Q4_K products of n_in >= 8,192 (down) at 2 x 2 with the task loop unrolled by 4 (every task of a thread
-//   in flight at once: 224 tasks per row over 64 threads).
-// - Bit 65536: Q4_K products of n_in >= 8,192 (down) at 4 rows x 2 warps; 262144: gate/up at 3 rows x 2 warps.
-// - Bit 4096: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
-// - Bit 8192: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6); 131072: at
-// 3
-//   rows per block (1,366 blocks for 4,096 rows: ~2 waves at 5 blocks per SM instead of 2.6 at 6).
-// - Bit 16384: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident slot
-//   (matvec_q4k_loop_kernel).
+// the unrolling do not change a row's sums). Selected by bits of the decode fusion mask (qkm-bits.h):
+// - k_qkm_pair: Q/K (Q4_K, 2 x 2) and V (Q6_K, W = 1) of a layer whose V has another type in one launch, blocks picking
+//   their matrix by block index: the small V product (1,024 rows, 128 blocks at 6 % occupancy alone) no longer runs
+//   alone, and one kernel boundary goes. Variants: k_qkm_pair_v_last (V blocks after the Q/K blocks instead of before),
+//   k_qkm_pair_v2 (V at 2 rows per warp instead of 1: 80 registers), k_qkm_pair_nocap (V at 1 row per warp without the
+//   cap of 64 registers: 72), k_qkm_pair_qk4 with v2 (Q/K at 4 rows x 2 warps).
+// - k_qkm_small_4x2 / k_qkm_gate_up_4x2 / k_qkm_down_4x2: Q4_K products with n_out <= 8,192 and n_in < 8,192 (Wo,
+// Q/K/V)
+//   / n_out > 8,192 (gate/up) / n_in >= 8,192 (down) at 4 rows x 2 warps (the activation loads shared by 4 rows, 4
+//   rows' loads in flight per thread); k_qkm_gate_up_3x2: gate/up at 3 x 2.
+// - k_qkm_down_u4: Q4_K down at 2 x 2 with the task loop unrolled by 4 (every task of a thread in flight at once: 224
+//   tasks per row over 64 threads).
+// - k_qkm_all_1x2: the other Q4_K products at 1 row x 2 warps (twice the blocks, fewer registers).
+// - k_qkm_q6_down_64: Q6_K products of 4 warps per row (down) capped at 64 registers (8 blocks per SM instead of 6);
+//   k_qkm_q6_down_3: at 3 rows per block (1,366 blocks for 4,096 rows: ~2 waves at 5 blocks per SM instead of 2.6 at
+//   6).
+// - k_qkm_gate_up_loop: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident
+//   slot (matvec_q4k_loop_kernel).
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
@@ -219,15 +220,15 @@ bool matvec_pair_supported(const gpu_weight& a, const gpu_weight& b) {
 
 void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq,
                         const float* xd, const float* xs, unsigned bits, cudaStream_t s) {
-    const bool b_last = bits & 64;
-    if ((bits & 32768) && (bits & 128)) {  // Q/K at 4 x 2 (as bit 1024's kernel), V 2 x 1, V first
+    const bool b_last = bits & k_qkm_pair_v_last;
+    if ((bits & k_qkm_pair_qk4) && (bits & k_qkm_pair_v2)) {  // Q/K at 4 x 2, V 2 x 1, V first
         return launch_pair<4, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
-    if (bits & 128) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
+    if (bits & k_qkm_pair_v2) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
         if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
         return launch_pair<2, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
-    if (bits & 2048) {  // V 1 x 1 without the register cap: 72 registers, 7 blocks per SM
+    if (bits & k_qkm_pair_nocap) {  // V 1 x 1 without the register cap: 72 registers, 7 blocks per SM
         if (b_last) return launch_pair<2, 1, false, 0>(a, ya, b, yb, xq, xd, xs, s);
         return launch_pair<2, 1, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
@@ -246,12 +247,12 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         return true;
     };
     const int warps = default_matvec_shape(w).warps;
-    if (w.type == dtype::q6_k && warps == 4 && (bits & 131072))
+    if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_3))
         return run(matvec_kq_kernel<dtype::q6_k, 3, 4, 2, 0>, rows_per_block<3, 4>());
-    if (w.type == dtype::q6_k && warps == 4 && (bits & 8192))
+    if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_64))
         return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 8>, rows_per_block<2, 4>());
     if (w.type != dtype::q4_k || warps != 2) return false;
-    if ((bits & 16384) && w.n_in <= 4096 && w.n_out > 8192) {
+    if ((bits & k_qkm_gate_up_loop) && w.n_in <= 4096 && w.n_out > 8192) {
         // As many blocks as are resident at once (7 per SM at 72 registers), at most one per 2 pairs.
         static int resident = 0;
         if (!resident) {
@@ -264,12 +265,13 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         launch(matvec_q4k_loop_kernel, unsigned(blocks), 32 * k_block_warps, s, w, xq, xd, xs, y, acc);
         return true;
     }
-    if ((bits & 262144) && w.n_in < 8192 && w.n_out > 8192)
+    if ((bits & k_qkm_gate_up_3x2) && w.n_in < 8192 && w.n_out > 8192)
         return run(matvec_kq_kernel<dtype::q4_k, 3, 2, 2, 0>, rows_per_block<3, 2>());
-    if (bits & (w.n_in >= 8192 ? 65536 : w.n_out > 8192 ? 256 : 1024))
+    if (bits & (w.n_in >= 8192 ? k_qkm_down_4x2 : w.n_out > 8192 ? k_qkm_gate_up_4x2 : k_qkm_small_4x2))
         return run(matvec_kq_kernel<dtype::q4_k, 4, 2, 2, 0>, rows_per_block<4, 2>());
-    if ((bits & 512) && w.n_in >= 8192) return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());
-    if (bits & 4096) return run(matvec_kq_kernel<dtype::q4_k, 1, 2, 2, 0>, rows_per_block<1, 2>());
+    if ((bits & k_qkm_down_u4) && w.n_in >= 8192)
+        return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 4, 8>, rows_per_block<2, 2>());
+    if (bits & k_qkm_all_1x2) return run(matvec_kq_kernel<dtype::q4_k, 1, 2, 2, 0>, rows_per_block<1, 2>());
     return false;
 }
 

@@ -12,7 +12,7 @@ void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq,
     if (w.type == dtype::q8_0)
         launch_early<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
     else
-        launch_shaped<dtype::q4_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
+        launch_staged<dtype::q4_0, 0>(w, x, xq, xd, xs, y, accumulate, shape, s);
 }
 
 }  // namespace detail
@@ -79,6 +79,25 @@ matvec_shape g_forced_shape{};
 bool g_early_set = false;
 int g_early = 4;
 
+// set_matvec_prefetch / MEMTILE_CUDA_PREFETCH ("TASKS,MASK[,CARVEOUT]"; "0" turns it off): read at every launch, as
+// the early level.
+bool g_prefetch_set = false;
+prefetch_config g_prefetch{};
+int g_carveout = -1;
+
+void parse_prefetch(const char* v) {
+    char* end = nullptr;
+    g_prefetch.tasks = int(std::strtol(v, &end, 10));
+    g_prefetch.mask = *end == ',' ? unsigned(std::strtoul(end + 1, &end, 0)) : 0u;
+    g_carveout = *end == ',' ? int(std::strtol(end + 1, &end, 10)) : -1;
+}
+
+void read_prefetch_env() {
+    if (g_prefetch_set) return;
+    if (const char* env = std::getenv("MEMTILE_CUDA_PREFETCH")) parse_prefetch(env);
+    g_prefetch_set = true;
+}
+
 }  // namespace
 
 namespace detail {
@@ -91,6 +110,21 @@ int matvec_early() {
     return g_early;
 }
 
+prefetch_config matvec_prefetch() {
+    read_prefetch_env();
+    return g_prefetch;
+}
+
+bool norm_trigger_early(bool quantizes) {
+    read_prefetch_env();
+    return (g_prefetch.mask & (quantizes ? k_prefetch_norm_trigger_q : k_prefetch_norm_trigger)) != 0;
+}
+
+int launch_carveout() {
+    read_prefetch_env();
+    return g_carveout;
+}
+
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
@@ -98,6 +132,13 @@ void set_matvec_early(int level);
 void set_matvec_early(int level) {
     detail::matvec_early();
     g_early = level;
+}
+
+void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
+void set_matvec_prefetch(int tasks, unsigned mask, int carveout) {
+    read_prefetch_env();
+    g_prefetch = tasks < 0 ? prefetch_config{} : prefetch_config{tasks, mask};
+    g_carveout = tasks < 0 ? -1 : carveout;
 }
 
 void force_matvec_shape(matvec_shape shape) {

@@ -29,6 +29,10 @@ bool pdl_enabled() {
     return g_pdl;
 }
 
+// Whether the single-row RMSNorm lets its dependents launch before its own wait (set_matvec_prefetch's mask bits 32:
+// without quantization, 128: with it; matvec.cu).
+bool norm_trigger_early(bool quantizes);
+
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
@@ -76,8 +80,12 @@ __device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n
 // block and for every row count, so the same scale; as the CPU engine, in double), then normalises (and quantizes) its
 // 256 elements: no single-block kernel on the critical path. The batched step runs this same kernel, so that its rows
 // equal the single-sequence step's.
+// TRIGGER: griddep_launch also before the wait, so that the next kernel's blocks (a product staging its weights) may
+// become resident while this kernel's predecessor still runs (its wait still covers this kernel's completion).
+template <bool TRIGGER = false>
 __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps,
                                                        int q_block, int8_t* xq, float* xd, float* xs) {
+    if (TRIGGER) griddep_launch();
     griddep_wait();
     griddep_launch();
     const int64_t row = blockIdx.y;
@@ -116,6 +124,36 @@ __global__ void quantize_kernel(const float* x, int64_t n, int8_t* xq, float* xd
     quantize_warp<NG>(v, r * NG, lane, xq, xd, xs);
 }
 
+// Element pair (a, b) of pair i of a head as the decode RoPE takes it: v heads (is_v) and the pairs past n_rot / 2 pass
+// through; rotated pairs are adjacent (normal) or n_rot / 2 apart (NeoX).
+__device__ __forceinline__ void rope_pair(const rope_params& p, int i, bool is_v, int& a, int& b) {
+    const int half = p.n_rot / 2;
+    if (is_v) {
+        a = 2 * i;
+        b = 2 * i + 1;
+    } else if (i < half) {
+        a = p.neox ? i : 2 * i;
+        b = p.neox ? i + half : 2 * i + 1;
+    } else {
+        a = p.n_rot + 2 * (i - half);
+        b = a + 1;
+    }
+}
+// sin and cos of pair i (< n_rot / 2) at position pos.
+__device__ __forceinline__ void rope_sincos(const rope_params& p, int pos, int i, float& sn, float& cs) {
+    float theta = float(pos) * p.freq[i];
+    if (p.factors) theta /= p.factors[i];
+    sincosf(theta, &sn, &cs);
+}
+// The rotation of one pair (one function for rope_kv_kernel and the attention with RoPE folded in: the same bits).
+// Every operation is an explicit _rn intrinsic: nvcc and ptxas may contract a plain a * b + c into an FMA or not,
+// depending on the surrounding kernel, which gave kernels sharing this code different bits (session 7, gatn).
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, float sn, float cs) {
+    const float r0 = __fmaf_rn(x0, cs, -__fmul_rn(x1, sn)), r1 = __fmaf_rn(x0, sn, __fmul_rn(x1, cs));
+    x0 = r0;
+    x1 = r1;
+}
+
 // One thread per pair of elements of one head of q, k or v (qkv: q heads, then k heads, then v heads, each
 // head_dim long): adds the bias, rotates q and k pairs (i < n_rot / 2; the other pairs pass through) and
 // writes k and v as f16 into cache row pos. Pairs are independent: no ordering between threads.
@@ -139,29 +177,16 @@ __global__ void __launch_bounds__(256)
     const bool is_v = head >= p.n_head + p.n_head_kv;
     float* v = qkv + int64_t(head) * p.head_dim;
     int a, b;
-    if (is_v) {
-        a = 2 * i;
-        b = 2 * i + 1;
-    } else if (i < half) {
-        a = p.neox ? i : 2 * i;
-        b = p.neox ? i + half : 2 * i + 1;
-    } else {
-        a = p.n_rot + 2 * (i - half);
-        b = a + 1;
-    }
+    rope_pair(p, i, is_v, a, b);
     float x0 = v[a], x1 = v[b];
     if (bias) {
-        x0 += bias[head * p.head_dim + a];
-        x1 += bias[head * p.head_dim + b];
+        x0 = __fadd_rn(x0, bias[head * p.head_dim + a]);
+        x1 = __fadd_rn(x1, bias[head * p.head_dim + b]);
     }
     if (!is_v && i < half) {
-        float theta = float(pos) * p.freq[i];
-        if (p.factors) theta /= p.factors[i];
         float sn, cs;
-        sincosf(theta, &sn, &cs);
-        const float r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
-        x0 = r0;
-        x1 = r1;
+        rope_sincos(p, pos, i, sn, cs);
+        rope_rotate(x0, x1, sn, cs);
     }
     v[a] = x0;
     v[b] = x1;
@@ -170,6 +195,57 @@ __global__ void __launch_bounds__(256)
         const int h = head - p.n_head - (is_v ? p.n_head_kv : 0);
         c[int64_t(pos) * kv_dim + h * p.head_dim + a] = __float2half_rn(x0);
         c[int64_t(pos) * kv_dim + h * p.head_dim + b] = __float2half_rn(x1);
+    }
+}
+
+// One key of a warp's online softmax: score s = q . k (lane holds dims lane + 32i, q pre-scaled), then the running
+// maximum m, sum l and accumulator acc. Shared by every decode attention kernel, so they all give the same bits (the
+// products and sums as explicit _rn intrinsics, as rope_rotate).
+template <int ND>
+__device__ __forceinline__ void attn_key_step(const float (&qr)[ND], const __half (&kh)[ND], const __half (&vh)[ND],
+                                              int lane, int hd, float& m, float& l, float (&acc)[ND]) {
+    float s = 0, vv[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        if (d < hd) s = __fmaf_rn(qr[i], __half2float(kh[i]), s);
+        vv[i] = d < hd ? __half2float(vh[i]) : 0.0f;
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new), p = expf(s - m_new);
+    l = __fmaf_rn(l, corr, p);
+#pragma unroll
+    for (int i = 0; i < ND; i++) acc[i] = __fmaf_rn(acc[i], corr, __fmul_rn(p, vv[i]));
+    m = m_new;
+}
+// The warps' online-softmax states (m, l, acc: lane holds dims lane + 32i) merged through shared memory into
+// out = (M, L, acc[hd]), one block's partial state.
+template <int ND>
+__device__ __forceinline__ void attn_block_state(float m, float l, const float (&acc)[ND], float* out, int hd) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
+    if (lane == 0) {
+        sm[warp] = m;
+        sl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) a = __fmaf_rn(sacc[w][d], expf(sm[w] - M), a);
+        out[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        float L = 0;
+        for (int w = 0; w < k_attn_warps; w++)
+            if (sl[w] > 0) L = __fmaf_rn(sl[w], expf(sm[w] - M), L);
+        out[0] = M;
+        out[1] = L;
     }
 }
 
@@ -192,7 +268,7 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
 #pragma unroll
     for (int i = 0; i < ND; i++) {
         const int d = lane + 32 * i;
-        qr[i] = d < hd ? q[h * hd + d] * scale : 0.0f;
+        qr[i] = d < hd ? __fmul_rn(q[h * hd + d], scale) : 0.0f;
         acc[i] = 0;
     }
     float m = -INFINITY, l = 0;
@@ -214,46 +290,10 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
 #pragma unroll
         for (int u = 0; u < KU; u++) {
             if (jb + u * k_attn_warps >= j1) break;  // uniform in the warp
-            float s = 0, vv[ND];
-#pragma unroll
-            for (int i = 0; i < ND; i++) {
-                const int d = lane + 32 * i;
-                s += d < hd ? qr[i] * __half2float(kh[u][i]) : 0.0f;
-                vv[i] = d < hd ? __half2float(vh[u][i]) : 0.0f;
-            }
-            s = warp_sum(s);
-            const float m_new = fmaxf(m, s);
-            const float corr = expf(m - m_new), p = expf(s - m_new);
-            l = l * corr + p;
-#pragma unroll
-            for (int i = 0; i < ND; i++) acc[i] = acc[i] * corr + p * vv[i];
-            m = m_new;
+            attn_key_step<ND>(qr, kh[u], vh[u], lane, hd, m, l, acc);
         }
     }
-    __shared__ float sm[k_attn_warps], sl[k_attn_warps], sacc[k_attn_warps][32 * ND];
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < ND; i++) sacc[warp][lane + 32 * i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < k_attn_warps; w++) M = fmaxf(M, sm[w]);
-    float* out = partial + (int64_t(h) * n_split + split) * (hd + 2);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) a += sacc[w][d] * expf(sm[w] - M);
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float L = 0;
-        for (int w = 0; w < k_attn_warps; w++)
-            if (sl[w] > 0) L += sl[w] * expf(sm[w] - M);
-        out[0] = M;
-        out[1] = L;
-    }
+    attn_block_state<ND>(m, l, acc, partial + (int64_t(h) * n_split + split) * (hd + 2), hd);
 }
 
 // Grid (n_head, n_split, rows), 4 warps: block (h, s) takes keys of split s, its warps keys j = j0 + warp +
@@ -274,24 +314,12 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
                                partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
 }
 
-// attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
-// chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
-// attn_combine_kernel without its launch, with the same bits. counters: [rows][n_head / hc], zero between
-// launches. hc * hd <= 256, hc <= 32, n_split <= 32 (launch_attention_fused checks).
-template <int ND, int KU>
-__global__ void __launch_bounds__(32 * k_attn_warps)
-    attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
-                      int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
-                      int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
-    griddep_wait();
-    griddep_launch();
-    const int row = blockIdx.z, n_split = gridDim.y;
-    const int slot = slots ? slots[row] : 0;
-    partial += int64_t(row) * n_head * n_split * (hd + 2);
-    attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
-                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
-    const int chunk = blockIdx.x / hc;
-    if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
+// The merge of a chunk of hc heads (heads chunk * hc ..) by the last block of its attention blocks to arrive: from
+// the partial states (m, l, acc[hd]) of n_split splits each (partial: this row's) into out (this row's [n_head * hd])
+// and, with xq, its quantization in units of q_block (rows of xq, xd, xs group-major over n_rows).
+__device__ __forceinline__ void attn_merge_chunk(const float* partial, int chunk, int hc, int n_split, int hd,
+                                                 float* out, int q_block, int8_t* xq, float* xd, float* xs, int64_t row,
+                                                 int64_t n_rows) {
     // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
     // values attn_merge recomputes per element) and every element's loads in flight together. Partials come from
     // other blocks: loads bypass L1.
@@ -312,7 +340,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
         for (int s = 0; s < n_split; s++)
             if (mask >> s & 1) {
                 const float e = expf(__ldcg(p + s * (hd + 2)) - M);
-                L += __ldcg(p + s * (hd + 2) + 1) * e;
+                L = __fmaf_rn(__ldcg(p + s * (hd + 2) + 1), e, L);
                 sw[hl * n_split + s] = e;
             }
         sl[hl] = L;
@@ -326,13 +354,206 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
         float a = 0;
 #pragma unroll 4
         for (int s = 0; s < n_split; s++)
-            if (mask >> s & 1) a += __ldcg(p + s * (hd + 2)) * sw[hl * n_split + s];
+            if (mask >> s & 1) a = __fmaf_rn(__ldcg(p + s * (hd + 2)), sw[hl * n_split + s], a);
         sv[el] = a / sl[hl];
     }
     __syncthreads();
     const int64_t e0 = h0 * hd;
-    finish_elems([&](int64_t e) { return sv[e - e0]; }, e0, hc * hd, out + int64_t(row) * n_head * hd, q_block, xq, xd,
-                 xs, row, gridDim.z);
+    if (xq && q_block == 256) {
+        // One unit of 256 (two heads of 128) would be one warp's serial work in finish_elems: all warps take its groups
+        // of 32 (warp w: groups w, w + 4, ...), the unit's maximum through shared memory (max: any order, same bits).
+        __shared__ float umax[k_attn_warps];
+        const int lane = t & 31, warp = t >> 5;
+#pragma unroll 1
+        for (int u = 0; u < hc * hd / 256; u++) {
+            float amax = 0;
+            for (int g = warp; g < 8; g += k_attn_warps) amax = fmaxf(amax, fabsf(sv[u * 256 + 32 * g + lane]));
+            amax = warp_max(amax);
+            if (lane == 0) umax[warp] = amax;
+            __syncthreads();
+            amax = umax[0];
+            for (int w = 1; w < k_attn_warps; w++) amax = fmaxf(amax, umax[w]);
+            const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            for (int g = warp; g < 8; g += k_attn_warps) {
+                const int64_t e = e0 + u * 256 + 32 * g + lane;
+                const float v = sv[u * 256 + 32 * g + lane];
+                out[e] = v;
+                const int q = __float2int_rn(__fmul_rn(v, inv));
+                const int64_t gi = (e / 32) * n_rows + row;
+                xq[gi * 32 + lane] = int8_t(q);
+                const int sq = warp_sum_int(q);
+                if (lane == 0) {
+                    xd[gi] = d;
+                    xs[gi] = d * float(sq);
+                }
+            }
+            __syncthreads();
+        }
+        return;
+    }
+    finish_elems([&](int64_t e) { return sv[e - e0]; }, e0, hc * hd, out, q_block, xq, xd, xs, row, n_rows);
+}
+
+// attn_partial_kernel whose last block (of the hc * n_split blocks of a chunk of hc heads of one row) merges the
+// chunk's partial states into out and, with xq, quantizes them (units of q_block within the chunk): the merge of
+// attn_combine_kernel without its launch, with the same bits. counters: [rows][n_head / hc], zero between
+// launches. hc * hd <= 256, hc <= 32, n_split <= 32 (launch_attention_fused checks).
+template <int ND, int KU>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
+                      int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
+                      int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    griddep_wait();
+    griddep_launch();
+    const int row = blockIdx.z, n_split = gridDim.y;
+    const int slot = slots ? slots[row] : 0;
+    partial += int64_t(row) * n_head * n_split * (hd + 2);
+    attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
+                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
+    const int chunk = blockIdx.x / hc;
+    if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
+    attn_merge_chunk(partial, chunk, hc, n_split, hd, out + int64_t(row) * n_head * hd, q_block, xq, xd, xs, row,
+                     gridDim.z);
+}
+
+// Keys in flight per warp in the attention with RoPE folded in (attn_rope_block): the single step's KU.
+constexpr int k_attn_rope_keys = 8;
+
+// Split-K decode attention of one sequence with RoPE and the KV write of the new position folded in (decode fusion bit
+// 32; no rope_kv_kernel before it): qkv ([q_dim + 2 kv_dim]) as the Q/K/V product wrote it, before bias and RoPE, and
+// left unchanged. Block (h, split) rotates its q head into shared memory; the block whose split holds the new position
+// pos = *pos_p also rotates its KV head's k and v and takes them (as the f16 the cache holds) from shared memory
+// instead of the cache, and the first such block of each KV head (h % group == 0) writes them to cache row pos, which
+// later steps read. With EARLY the position, the rotation's sin/cos and the K/V rows of each warp's first KU keys below
+// pos (written by earlier steps; *pos_p by the previous step's last kernel or the host) are loaded before the PDL wait.
+// The arithmetic is rope_kv_kernel's and attn_partial_block's (rope_*, attn_key_step, attn_block_state): the same bits.
+template <int ND, int KU, bool EARLY>
+__device__ __forceinline__ void attn_rope_block(const float* qkv, const float* bias, const rope_params& p,
+                                                const int32_t* pos_p, __half* kc, __half* vc, int h, int split,
+                                                int n_split, float* partial) {
+    constexpr int nt = 32 * k_attn_warps;
+    constexpr int JN = (3 * 16 * ND + nt - 1) / nt;  // rotation jobs (pairs of q, k, v) per thread
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    const int hd = p.head_dim, hd2 = hd / 2, half = p.n_rot / 2;
+    const int group = p.n_head / p.n_head_kv, kvh = h / group, kv_dim = p.n_head_kv * hd;
+    if (!EARLY) {
+        griddep_wait();
+        griddep_launch();
+    }
+    const int pos = *pos_p, n_keys = pos + 1;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = min(j1, pos);  // cache rows: [j0, jc)
+    const bool has_new = j0 <= pos && pos < j1, writer = has_new && h % group == 0;
+    const int n_jobs = (has_new ? 3 : 1) * hd2;  // q pairs, then k pairs, then v pairs
+    float sn[JN], cs[JN];
+#pragma unroll
+    for (int r = 0; r < JN; r++) {
+        const int job = t + r * nt, i = job % hd2;
+        if (job < n_jobs && job < 2 * hd2 && i < half) rope_sincos(p, pos, i, sn[r], cs[r]);
+    }
+    __half kh[KU][ND], vh[KU][ND];
+    auto load = [&](int jb) {
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            const int j = jb + u * k_attn_warps;
+            const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
+            const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
+#pragma unroll
+            for (int i = 0; i < ND; i++) {
+                const int d = lane + 32 * i;
+                const bool ok = j < jc && d < hd;
+                kh[u][i] = ok ? kr[d] : __float2half(0.0f);
+                vh[u][i] = ok ? vr[d] : __float2half(0.0f);
+            }
+        }
+    };
+    if (EARLY) {
+        load(j0 + warp);
+        griddep_wait();
+        griddep_launch();
+    }
+    __shared__ float s_q[32 * ND];
+    __shared__ __half s_k[32 * ND], s_v[32 * ND];
+#pragma unroll
+    for (int r = 0; r < JN; r++) {
+        const int job = t + r * nt;
+        if (job >= n_jobs) break;
+        const int which = job / hd2, i = job % hd2;
+        const int head = which == 0 ? h : p.n_head + (which == 2 ? p.n_head_kv : 0) + kvh;
+        int a, b;
+        rope_pair(p, i, which == 2, a, b);
+        const float* v = qkv + int64_t(head) * hd;
+        float x0 = v[a], x1 = v[b];
+        if (bias) {
+            x0 = __fadd_rn(x0, bias[head * hd + a]);
+            x1 = __fadd_rn(x1, bias[head * hd + b]);
+        }
+        if (which < 2 && i < half) rope_rotate(x0, x1, sn[r], cs[r]);
+        if (which == 0) {
+            s_q[a] = x0;
+            s_q[b] = x1;
+        } else {
+            const __half y0 = __float2half_rn(x0), y1 = __float2half_rn(x1);
+            __half* sd = which == 1 ? s_k : s_v;
+            sd[a] = y0;
+            sd[b] = y1;
+            if (writer) {
+                __half* c = (which == 1 ? kc : vc) + int64_t(pos) * kv_dim + kvh * hd;
+                c[a] = y0;
+                c[b] = y1;
+            }
+        }
+    }
+    __syncthreads();
+    const float scale = rsqrtf(float(hd));
+    float qr[ND], acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < hd ? __fmul_rn(s_q[d], scale) : 0.0f;
+        acc[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
+        if (!EARLY || jb != j0 + warp) load(jb);
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            const int j = jb + u * k_attn_warps;
+            if (j >= j1) break;  // uniform in the warp
+            if (j == pos) {
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    const int d = lane + 32 * i;
+                    kh[u][i] = d < hd ? s_k[d] : __float2half(0.0f);
+                    vh[u][i] = d < hd ? s_v[d] : __float2half(0.0f);
+                }
+            }
+            attn_key_step<ND>(qr, kh[u], vh[u], lane, hd, m, l, acc);
+        }
+    }
+    attn_block_state<ND>(m, l, acc, partial + (int64_t(h) * n_split + split) * (hd + 2), hd);
+}
+
+// Grid (n_head, n_split): attn_rope_block; partial states as attn_partial_kernel's (one row).
+template <int ND, bool EARLY>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_rope_partial_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                             __half* vc, float* partial) {
+    attn_rope_block<ND, k_attn_rope_keys, EARLY>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
+                                                 partial);
+}
+
+// attn_rope_partial_kernel with attn_fused_kernel's merge by the last block of each chunk of hc heads.
+template <int ND, bool EARLY>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_rope_fused_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                           __half* vc, float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq,
+                           float* xd, float* xs) {
+    attn_rope_block<ND, k_attn_rope_keys, EARLY>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
+                                                 partial);
+    const int chunk = blockIdx.x / hc;
+    if (!last_block_arrived(counters + chunk, unsigned(hc * gridDim.y))) return;
+    attn_merge_chunk(partial, chunk, hc, gridDim.y, p.head_dim, out, q_block, xq, xd, xs, 0, 1);
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
@@ -480,8 +701,12 @@ void launch_rms_norm_batch(const float* x, const float* w, float* out, int n_row
                            int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    launch(rms_norm_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
-           n % 32 == 0 ? xq : nullptr, xd, xs);
+    if (n_rows == 1 && detail::norm_trigger_early(xq && n % 32 == 0))
+        launch(rms_norm_kernel<true>, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb,
+               n % 32 == 0 ? xq : nullptr, xd, xs);
+    else
+        launch(rms_norm_kernel<>, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
+               n % 32 == 0 ? xq : nullptr, xd, xs);
 }
 
 void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
@@ -544,6 +769,17 @@ auto attn_kernel_for(int nd, bool batched) {
                      : pick(std::integral_constant<int, 8>{});
 }
 
+// The separate merge of the partial states (attn_combine_kernel, + quantization as launch_quantize).
+static void launch_attention_merge(const float* partial, int n_rows, const rope_params& p, int n_split, float* out,
+                                   int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    const int n = p.n_head * p.head_dim;
+    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+    const bool fused = xq && q_block > 0 && n % 32 == 0;
+    launch(attn_combine_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, partial, n_split, p.n_head,
+           p.head_dim, out, qb, fused ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    if (xq && q_block > 0 && !fused) launch_quantize_rows(out, n_rows, n, q_block, xq, xd, xs, s);
+}
+
 static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, const rope_params& p,
                                   const int32_t* pos, const int32_t* slots, int64_t slot_stride,
                                   const uint16_t* k_cache, const uint16_t* v_cache, int n_split, float* partial,
@@ -556,12 +792,7 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     auto* kernel = attn_kernel_for<attn_partial_kernel_of>(nd, slots != nullptr);
     launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
            pos, partial);
-    const int n = n_head * head_dim;
-    const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    const bool fused = xq && q_block > 0 && n % 32 == 0;
-    launch(attn_combine_kernel, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, partial, n_split, n_head,
-           head_dim, out, qb, fused ? xq : static_cast<int8_t*>(nullptr), xd, xs);
-    if (xq && q_block > 0 && !fused) launch_quantize_rows(out, n_rows, n, q_block, xq, xd, xs, s);
+    launch_attention_merge(partial, n_rows, p, n_split, out, q_block, xq, xd, xs, s);
 }
 
 // Heads per merge chunk of the fused attention kernel (a whole number of quantization units, 32 or 256 elements),
@@ -596,6 +827,56 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
            p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
            quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+    return true;
+}
+
+template <int ND>
+struct attn_rope_kernels {
+    static constexpr auto partial = attn_rope_partial_kernel<ND, false>,
+                          partial_early = attn_rope_partial_kernel<ND, true>;
+    static constexpr auto fused = attn_rope_fused_kernel<ND, false>, fused_early = attn_rope_fused_kernel<ND, true>;
+};
+
+// Calls f(attn_rope_kernels<ND>{}) for ND = nd rounded up to 1, 2, 4 or 8.
+template <typename F>
+void with_rope_kernels(int nd, F f) {
+    if (nd <= 1)
+        f(attn_rope_kernels<1>{});
+    else if (nd <= 2)
+        f(attn_rope_kernels<2>{});
+    else if (nd <= 4)
+        f(attn_rope_kernels<4>{});
+    else
+        f(attn_rope_kernels<8>{});
+}
+
+bool launch_attention_rope(const float* qkv, const float* bias, const rope_params& p, const int32_t* pos,
+                           uint16_t* k_cache, uint16_t* v_cache, int n_split, float* partial, unsigned* counters,
+                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, cudaStream_t s) {
+    if (attn_keys(false) != k_attn_rope_keys || p.head_dim % 2 != 0) return false;
+    auto* kc = reinterpret_cast<__half*>(k_cache);
+    auto* vc = reinterpret_cast<__half*>(v_cache);
+    const int nd = (p.head_dim + 31) / 32;
+    const dim3 grid{unsigned(p.n_head), unsigned(n_split)};
+    const bool quantize = xq && q_block > 0;
+    const int hc = counters ? attn_chunk_heads(p, q_block, quantize) : 0;
+    if (hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32) {
+        const int n = p.n_head * p.head_dim;
+        const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+        auto go = [&](auto k) {
+            using K = decltype(k);
+            launch(early ? K::fused_early : K::fused, grid, 32 * k_attn_warps, s, qkv, bias, p, pos, kc, vc, partial,
+                   hc, counters, out, qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+        };
+        with_rope_kernels(nd, go);
+        return true;
+    }
+    auto go = [&](auto k) {
+        using K = decltype(k);
+        launch(early ? K::partial_early : K::partial, grid, 32 * k_attn_warps, s, qkv, bias, p, pos, kc, vc, partial);
+    };
+    with_rope_kernels(nd, go);
+    launch_attention_merge(partial, 1, p, n_split, out, q_block, xq, xd, xs, s);
     return true;
 }
 
