@@ -87,7 +87,7 @@ void set_pdl(bool on);
 // RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
 // offered.
 // Bits 256 .. 2^21: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, session 7).
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_qkm_pair | k_qkm_pair_v2 | k_qkm_small_4x2;
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_qkm_pair | k_qkm_pair_v2;
 constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
                                          k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop |
                                          k_qkm_down_u4 | k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3;

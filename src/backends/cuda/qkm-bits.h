@@ -5,12 +5,12 @@
 
 namespace memtile::cuda {
 
-constexpr unsigned k_qkm_pair = 1u << 8;         // Q4_K Q/K and Q6_K V in one launch (default on)
-constexpr unsigned k_qkm_pair_v_last = 1u << 9;  // variant: the V blocks after the Q/K blocks
-constexpr unsigned k_qkm_pair_v2 = 1u << 10;     // variant: V at 2 rows per warp, 80 registers (default on)
-constexpr unsigned k_qkm_pair_nocap = 1u << 11;  // variant: V at 1 row per warp without the 64-register cap
-constexpr unsigned k_qkm_pair_qk4 = 1u << 12;    // variant (with v2): Q/K at 4 rows x 2 warps
-constexpr unsigned k_qkm_small_4x2 = 1u << 13;   // Q4_K, n_in < 8,192, n_out <= 8,192 (Wo, Q/K/V) at 4 x 2 (default on)
+constexpr unsigned k_qkm_pair = 1u << 8;           // Q4_K Q/K and Q6_K V in one launch (default on)
+constexpr unsigned k_qkm_pair_v_last = 1u << 9;    // variant: the V blocks after the Q/K blocks
+constexpr unsigned k_qkm_pair_v2 = 1u << 10;       // variant: V at 2 rows per warp, 80 registers (default on)
+constexpr unsigned k_qkm_pair_nocap = 1u << 11;    // variant: V at 1 row per warp without the 64-register cap
+constexpr unsigned k_qkm_pair_qk4 = 1u << 12;      // variant (with v2): Q/K at 4 rows x 2 warps
+constexpr unsigned k_qkm_small_4x2 = 1u << 13;     // Q4_K, n_in < 8,192, n_out <= 8,192 (Wo, Q/K/V) at 4 x 2
 constexpr unsigned k_qkm_gate_up_4x2 = 1u << 14;   // Q4_K gate/up (n_in < 8,192, n_out > 8,192) at 4 x 2
 constexpr unsigned k_qkm_gate_up_3x2 = 1u << 15;   // the same at 3 x 2
 constexpr unsigned k_qkm_gate_up_loop = 1u << 16;  // the same (n_in <= 4,096) in loops over row pairs
