@@ -16,10 +16,13 @@
 namespace memtile::cpu::avx2 {
 namespace {
 
-constexpr int V = 4;        // row vectors per group (32 rows)
-constexpr int T = 3;        // tokens per prefill tile: 12 accumulators + 3 broadcasts + 1 weight vector
-constexpr int64_t S = 256;  // elements per K slice: a group's slice (16 KiB of F16) stays in L1 across the tiles
-constexpr int64_t TB = 64;  // tokens per block: their slice of activations (64 KiB at S) stays in L2
+constexpr int V = 4;  // row vectors per group (32 rows)
+constexpr int T = 3;  // tokens per prefill tile: 12 accumulators + 3 broadcasts + 1 weight vector
+// K slices of S elements and token blocks of TB tokens (bench-prefill-ab layer, F16, 1 thread, GFLOP per
+// CPU-second, session 7): S 128-512 with TB 64: 75-81; S 1024-2048 or whole rows: 82-85; TB 32: 74-78, TB 128-256:
+// 83-87. A group's slice (128 KiB of F16) and the block's activations of the slice stay in L2.
+constexpr int64_t S = 2048;
+constexpr int64_t TB = 128;
 
 // acc[v * nt + j] continues the chains of row vector v and token j over elements [0, n) of the group slice gp
 // (element k's 4 vectors at gp + k * L::bytes * 32) against x[j][0 .. n). first: the chains start from zero
