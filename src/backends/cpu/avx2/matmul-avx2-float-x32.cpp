@@ -10,6 +10,7 @@
 // accumulators kept in memory in between (a stored f32 vector reloads exactly). So every (row, token) result is
 // the same sequence of IEEE operations whatever the batch, bit for bit (cpu-matmul-test checks it).
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/avx2/avx2-common.h"
 
@@ -72,26 +73,34 @@ void gemv_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int6
     }
 }
 
-// One tile of nt tokens (tok[0..nt)) over one K slice; on the last slice the results go to y.
+// One tile of nt tokens (tok[0..nt)) over the K slice [k0, k1) at sp (its element k0); on the last slice the
+// results go to y.
 template <class L, int nt>
-void tile(const uint8_t* gp, const act_view& a, const int64_t* tok, int64_t k0, int64_t k1, bool last, __m256* acc,
+void tile(const uint8_t* sp, const act_view& a, const int64_t* tok, int64_t k0, int64_t k1, bool last, __m256* acc,
           float* y, int64_t n_out, int64_t o0) {
     const float* x[nt];
     for (int j = 0; j < nt; j++) x[j] = a.f32 + tok[j] * a.n_in + k0;
-    chains<L, nt>(gp + size_t(k0) * L::bytes * 8 * V, x, k1 - k0, k0 == 0, acc);
+    chains<L, nt>(sp, x, k1 - k0, k0 == 0, acc);
     if (last)
         for (int j = 0; j < nt; j++) store_group(acc + j, nt, y + tok[j] * n_out, o0, n_out);
 }
 
 // Prefill: tokens [t0, t1) over groups [g0, g1): token blocks of TB > groups > K slices of S > tiles of T
 // tokens; a last partial tile runs its own instantiation (each token's chains are the same either way).
-template <class L>
+// convert: each group slice is first widened to f32 (exact) in scratch and the tiles read that: BF16's widening
+// (zero-extend + shift, 2 vector operations on the FMA pipes) per tile held it at 67 GFLOP per CPU-second in
+// the layer bench, against 81-83 for F32 (F16's vcvtph2ps per tile costs nothing measurable).
+template <class L, bool convert>
 void gemm_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
               int64_t n_out, int64_t g0, int64_t g1) {
+    using K = std::conditional_t<convert, f32_loader, L>;
     const int64_t n_in = a.n_in;
     const int64_t max_tiles = (std::min<int64_t>(TB, t1 - t0) + T - 1) / T;
-    // acc: [tile][V][T] vectors, the chains between K slices
-    __m256* acc = reinterpret_cast<__m256*>(detail::gemm_scratch(size_t(max_tiles) * V * T * sizeof(__m256)));
+    const size_t acc_bytes = size_t(max_tiles) * V * T * sizeof(__m256);
+    uint8_t* scratch = detail::gemm_scratch(acc_bytes + (convert ? size_t(S) * 8 * V * sizeof(float) : 0));
+    // acc: [tile][V][T] vectors, the chains between K slices; wide: [S][32] f32, the converted slice
+    __m256* acc = reinterpret_cast<__m256*>(scratch);
+    float* wide = reinterpret_cast<float*>(scratch + acc_bytes);
     for (int64_t tb = t0; tb < t1; tb += TB) {
         const int64_t te = std::min(t1, tb + TB);
         for (int64_t g = g0; g < g1; g++) {
@@ -99,6 +108,12 @@ void gemm_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int6
             for (int64_t k0 = 0; k0 < n_in; k0 += S) {
                 const int64_t k1 = std::min(n_in, k0 + S);
                 const bool last = k1 == n_in;
+                const uint8_t* sp = gp + size_t(k0) * L::bytes * 8 * V;
+                if constexpr (convert) {
+                    for (int64_t e = 0; e < (k1 - k0) * V; e++)
+                        _mm256_store_ps(wide + 8 * e, L::vec(sp + size_t(e) * 8 * L::bytes));
+                    sp = reinterpret_cast<const uint8_t*>(wide);
+                }
                 int64_t tok[T];
                 int64_t i = 0;
                 for (int64_t t = tb; t < te; t += T, i++) {
@@ -106,11 +121,11 @@ void gemm_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int6
                     for (int j = 0; j < n; j++) tok[j] = t + j;
                     __m256* ai = acc + i * V * T;
                     if (n == T)
-                        tile<L, T>(gp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
+                        tile<K, T>(sp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
                     else if (n == 2)
-                        tile<L, 2>(gp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
+                        tile<K, 2>(sp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
                     else
-                        tile<L, 1>(gp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
+                        tile<K, 1>(sp, a, tok, k0, k1, last, ai, y, n_out, g * 8 * V);
                 }
             }
         }
@@ -133,15 +148,15 @@ void gemv_x32_bf16(const uint8_t* p, size_t gb, const act_view& a, int64_t t, fl
 }
 void gemm_x32_f32(const uint8_t* p, size_t gb, const act_view& a, int64_t t0, int64_t t1, float* y, int64_t n_out,
                   int64_t g0, int64_t g1) {
-    gemm_x32<f32_loader>(p, gb, a, t0, t1, y, n_out, g0, g1);
+    gemm_x32<f32_loader, false>(p, gb, a, t0, t1, y, n_out, g0, g1);
 }
 void gemm_x32_f16(const uint8_t* p, size_t gb, const act_view& a, int64_t t0, int64_t t1, float* y, int64_t n_out,
                   int64_t g0, int64_t g1) {
-    gemm_x32<f16_loader>(p, gb, a, t0, t1, y, n_out, g0, g1);
+    gemm_x32<f16_loader, false>(p, gb, a, t0, t1, y, n_out, g0, g1);
 }
 void gemm_x32_bf16(const uint8_t* p, size_t gb, const act_view& a, int64_t t0, int64_t t1, float* y, int64_t n_out,
                    int64_t g0, int64_t g1) {
-    gemm_x32<bf16_loader>(p, gb, a, t0, t1, y, n_out, g0, g1);
+    gemm_x32<bf16_loader, true>(p, gb, a, t0, t1, y, n_out, g0, g1);
 }
 
 }  // namespace memtile::cpu::avx2
