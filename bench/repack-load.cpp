@@ -39,10 +39,11 @@ struct tensor_ref {
 // Packs every group of t into out (group_bytes * groups) with the given packer.
 void pack_all(const tensor_ref& t, uint8_t* out, bool reference) {
     const size_t gb = cpu::repack::group_bytes(t.type, t.n_in);
-    const uint8_t* rows[cpu::repack::k_rows];
-    for (int64_t g = 0; g < (t.n_out + 7) / 8; g++) {
-        for (int r = 0; r < cpu::repack::k_rows; r++) {
-            const int64_t o = g * cpu::repack::k_rows + r;
+    const int64_t gr = cpu::repack::group_rows(t.type);
+    const uint8_t* rows[cpu::repack::k_max_rows];
+    for (int64_t g = 0; g < (t.n_out + gr - 1) / gr; g++) {
+        for (int r = 0; r < gr; r++) {
+            const int64_t o = g * gr + r;
             rows[r] = o < t.n_out ? t.data + size_t(o) * t.row_bytes : nullptr;
         }
         (reference ? cpu::repack::pack_group_ref : cpu::repack::pack_group)(t.type, rows, t.n_in, out + size_t(g) * gb);
@@ -82,7 +83,9 @@ int main(int argc, char** argv) {
                 if (ti.dims.size() != 2 || !cpu::repack::supported(ti.type) || ti.name == "token_embd.weight") continue;
                 const tensor_ref t{ti.type, ti.data, int64_t(ti.dims[0]), int64_t(ti.n_rows()), size_t(ti.row_size())};
                 by_type[t.type].push_back(t);
-                max_bytes = std::max(max_bytes, cpu::repack::group_bytes(t.type, t.n_in) * size_t((t.n_out + 7) / 8));
+                max_bytes = std::max(max_bytes, cpu::repack::group_bytes(t.type, t.n_in) *
+                                                    size_t((t.n_out + cpu::repack::group_rows(t.type) - 1) /
+                                                           cpu::repack::group_rows(t.type)));
             }
             std::vector<uint8_t> a(max_bytes, 1), b(max_bytes, 2);  // resident before timing
             for (const auto& [type, ts] : by_type) {
@@ -92,7 +95,9 @@ int main(int argc, char** argv) {
                     src_mb += double(t.row_bytes) * double(t.n_out) / 1e6;
                     pack_all(t, a.data(), true);
                     pack_all(t, b.data(), false);
-                    const size_t n = cpu::repack::group_bytes(t.type, t.n_in) * size_t((t.n_out + 7) / 8);
+                    const size_t n =
+                        cpu::repack::group_bytes(t.type, t.n_in) *
+                        size_t((t.n_out + cpu::repack::group_rows(t.type) - 1) / cpu::repack::group_rows(t.type));
                     same = same && std::memcmp(a.data(), b.data(), n) == 0;
                 }
                 for (int r = 0; r < rounds; r++)

@@ -14,7 +14,8 @@ namespace memtile::cli {
 
 // Help of --repack (run, chat, bench, serve).
 inline constexpr const char* k_repack_help =
-    "Interleave Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights into 8-row tiles at load: auto (default: on when the model is a "
+    "Interleave the weights at load (Q8_0/Q4_0/Q4_K/Q5_K/Q6_K into 8-row tiles, F16/BF16/F32 into 32-row "
+    "column-major groups): auto (default: on when the model is a "
     "plain file mapping, off with --no-mmap, --hugepages or --mlock, where the packed copy would be held besides "
     "the file's pages), on or off. On: decode 1.1-1.6x and prefill faster; the load takes longer (packing plus "
     "the first touch of the new pages, over the threads; docs/cpu.md)";

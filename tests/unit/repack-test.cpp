@@ -37,8 +37,15 @@ struct shape_case {
 
 // Random file bytes are valid input: the packers only move bits (f16 scales are copied, never converted).
 const shape_case k_cases[] = {
-    {dtype::q4_k, {256, 512, 2304}},        {dtype::q5_k, {256, 512, 2304}},        {dtype::q6_k, {256, 512, 2304}},
-    {dtype::q8_0, {32, 64, 96, 544, 1120}}, {dtype::q4_0, {32, 64, 96, 544, 1120}},
+    {dtype::q4_k, {256, 512, 2304}},
+    {dtype::q5_k, {256, 512, 2304}},
+    {dtype::q6_k, {256, 512, 2304}},
+    {dtype::q8_0, {32, 64, 96, 544, 1120}},
+    {dtype::q4_0, {32, 64, 96, 544, 1120}},
+    // The float layouts (32-row groups): row lengths across the packer's 64-column tiles.
+    {dtype::f32, {1, 13, 64, 200}},
+    {dtype::f16, {1, 13, 64, 200}},
+    {dtype::bf16, {1, 13, 64, 200}},
 };
 
 }  // namespace
@@ -49,13 +56,14 @@ TEST(repack, fast_packer_matches_reference) {
         for (int64_t n_in : c.n_in) {
             const size_t rb = size_t(row_bytes(c.type, uint64_t(n_in)));
             const size_t gb = repack::group_bytes(c.type, n_in);
-            const auto file = random_bytes(rb * repack::k_rows, seed++);
-            // Present-row masks: all 8, a last group of 1, 3 and 7 rows, and holes (not produced by the loader,
-            // but pack_group accepts them).
-            for (unsigned mask : {0xFFu, 0x01u, 0x07u, 0x7Fu, 0xA5u, 0x00u}) {
-                const uint8_t* rows[repack::k_rows];
-                for (int r = 0; r < repack::k_rows; r++)
-                    rows[r] = (mask >> r) & 1 ? file.data() + rb * size_t(r) : nullptr;
+            const int gr = repack::group_rows(c.type);
+            const auto file = random_bytes(rb * size_t(gr), seed++);
+            // Present-row masks: all rows, a last group of 1, 3 and 7 (float: 31) rows, and holes (not produced
+            // by the loader, but pack_group accepts them).
+            const uint32_t all = gr == 32 ? 0xFFFFFFFFu : 0xFFu;
+            for (uint32_t mask : {all, 0x01u, 0x07u, all >> 1, 0xA5A5A5A5u & all, 0x00u}) {
+                const uint8_t* rows[repack::k_max_rows];
+                for (int r = 0; r < gr; r++) rows[r] = (mask >> r) & 1 ? file.data() + rb * size_t(r) : nullptr;
                 // Different garbage in the two outputs: a byte the fast packer leaves unwritten shows up.
                 std::vector<uint8_t> want(gb, 0x5A), got(gb, 0xC3);
                 repack::pack_group_ref(c.type, rows, n_in, want.data());
@@ -71,7 +79,8 @@ TEST(repack, pool_builds_the_same_layout) {
     thread_pool pool(2);
     uint32_t seed = 100;
     for (const auto& c : k_cases) {
-        // 37 rows: 5 groups, the last one of 5 rows; enough groups for both threads to take some.
+        // 37 rows: 5 groups, the last one of 5 rows (float layouts: 2, the last of 5); 203: enough groups for
+        // both threads to take some.
         for (int64_t n_out : {int64_t(1), int64_t(37), int64_t(203)}) {
             const int64_t n_in = c.n_in.back();
             weight_view w;
@@ -89,14 +98,15 @@ TEST(repack, pool_builds_the_same_layout) {
             const auto sa = a->streamed(), sb = b->streamed();
             ASSERT_EQ(sa.size(), sb.size());
             if (sa.data() == w.data) continue;  // no x8 kernel on this CPU: nothing was repacked
-            ASSERT_EQ(sa.size(), repack::group_bytes(c.type, n_in) * size_t((n_out + 7) / 8));
+            const int64_t gr = repack::group_rows(c.type), n_groups = (n_out + gr - 1) / gr;
+            ASSERT_EQ(sa.size(), repack::group_bytes(c.type, n_in) * size_t(n_groups));
             EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size())) << dtype_name(c.type) << " n_out " << n_out;
             // And the bytes are the reference packer's.
             std::vector<uint8_t> want(sa.size());
-            for (int64_t g = 0; g < (n_out + 7) / 8; g++) {
-                const uint8_t* rows[repack::k_rows];
-                for (int r = 0; r < repack::k_rows; r++) {
-                    const int64_t o = g * repack::k_rows + r;
+            for (int64_t g = 0; g < n_groups; g++) {
+                const uint8_t* rows[repack::k_max_rows];
+                for (int r = 0; r < gr; r++) {
+                    const int64_t o = g * gr + r;
                     rows[r] = o < n_out ? w.data + size_t(o) * w.row_bytes : nullptr;
                 }
                 repack::pack_group_ref(c.type, rows, n_in, want.data() + size_t(g) * repack::group_bytes(c.type, n_in));

@@ -52,9 +52,10 @@ using gemv_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act
 using gemm_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1,
                             float* y, int64_t n_out, int64_t g0, int64_t g1);
 
+// The float formats' 32-row groups (repack.h) take the same entry points, with groups of 32 rows.
 struct repack_kernel_set {
-    gemv_x8_fn q8_0, q4_0, q4_k, q5_k, q6_k;
-    gemm_x8_fn q8_0_gemm, q4_0_gemm, q4_k_gemm, q5_k_gemm, q6_k_gemm;
+    gemv_x8_fn q8_0, q4_0, q4_k, q5_k, q6_k, f32, f16, bf16;
+    gemm_x8_fn q8_0_gemm, q4_0_gemm, q4_k_gemm, q5_k_gemm, q6_k_gemm, f32_gemm, f16_gemm, bf16_gemm;
 };
 
 // nullptr when the path is not compiled in (non-x86 builds).

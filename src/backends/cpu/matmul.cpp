@@ -47,7 +47,10 @@ void release_pages(const uint8_t* p, size_t n) {
 class repacked_weight : public prepared_weight {
 public:
     repacked_weight(const weight_view& w, const prepare_options& o)
-        : w_(w), group_bytes_(repack::group_bytes(w.type, w.n_in)), n_groups_((w.n_out + 7) / 8) {
+        : w_(w),
+          group_rows_(repack::group_rows(w.type)),
+          group_bytes_(repack::group_bytes(w.type, w.n_in)),
+          n_groups_((w.n_out + group_rows_ - 1) / group_rows_) {
         const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
         // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
         // once per token, and 4 KiB pages would cost a TLB miss every 64 cache lines (as --hugepages for the
@@ -65,20 +68,21 @@ public:
         // hold a whole large tensor twice (the tied output of Llama-3.2-1B: 215-525 MB) at any moment.
         const bool release = o.release_source;
         const auto pack = [this, release](int, int64_t g0, int64_t g1) {
-            const uint8_t* rows[repack::k_rows];
+            const uint8_t* rows[repack::k_max_rows];
+            const int64_t gr = group_rows_;
             for (int64_t g = g0; g < g1; g++) {
-                for (int r = 0; r < repack::k_rows; r++) {
-                    const int64_t row = g * repack::k_rows + r;
+                for (int r = 0; r < gr; r++) {
+                    const int64_t row = g * gr + r;
                     rows[r] = row < w_.n_out ? w_.data + size_t(row) * w_.row_bytes : nullptr;
                 }
                 repack::pack_group(w_.type, rows, w_.n_in, buf_.get() + size_t(g) * group_bytes_);
             }
             // Whole pages only: a page shared with the neighbouring chunk stays until the end.
-            const int64_t r0 = g0 * repack::k_rows, r1 = std::min(g1 * repack::k_rows, w_.n_out);
+            const int64_t r0 = g0 * gr, r1 = std::min(g1 * gr, w_.n_out);
             if (release) release_pages(w_.data + size_t(r0) * w_.row_bytes, size_t(r1 - r0) * w_.row_bytes);
         };
         // Slices of about 8 MiB of file rows bound what is resident twice; one hand-over per slice is noise.
-        const int64_t slice = std::max<int64_t>(1, int64_t((size_t(8) << 20) / (w.row_bytes * repack::k_rows)));
+        const int64_t slice = std::max<int64_t>(1, int64_t((size_t(8) << 20) / (w.row_bytes * size_t(group_rows_))));
         for (int64_t s0 = 0; s0 < n_groups_; s0 += slice) {
             const int64_t n = std::min(slice, n_groups_ - s0);
             if (o.pool && o.pool->size() > 1)
@@ -93,9 +97,11 @@ public:
     const uint8_t* packed() const { return buf_.get(); }
     size_t group_bytes() const { return group_bytes_; }
     int64_t n_groups() const { return n_groups_; }
+    int group_rows() const { return group_rows_; }
 
 private:
     weight_view w_;
+    int group_rows_;
     size_t group_bytes_;
     int64_t n_groups_;
     std::unique_ptr<uint8_t, free_deleter> buf_;
@@ -111,6 +117,9 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
         case dtype::q4_k: return rk->q4_k;
         case dtype::q5_k: return rk->q5_k;
         case dtype::q6_k: return rk->q6_k;
+        case dtype::f32: return rk->f32;
+        case dtype::f16: return rk->f16;
+        case dtype::bf16: return rk->bf16;
         default: return nullptr;
     }
 }
@@ -124,6 +133,9 @@ detail::gemm_x8_fn x8_gemm_kernel(dtype t) {
         case dtype::q4_k: return rk->q4_k_gemm;
         case dtype::q5_k: return rk->q5_k_gemm;
         case dtype::q6_k: return rk->q6_k_gemm;
+        case dtype::f32: return rk->f32_gemm;
+        case dtype::f16: return rk->f16_gemm;
+        case dtype::bf16: return rk->bf16_gemm;
         default: return nullptr;
     }
 }
@@ -248,8 +260,9 @@ detail::act_view quantize_activations(const detail::kernel_set& ks, const weight
     return a;
 }
 
-// One matrix of a matmul_multi call: its rows in units of k_row_group (16 rows, two 8-row groups of the x8
-// layout), numbered from `first` in the call's common unit space.
+// One matrix of a matmul_multi call: its rows in units of unit_rows (k_row_group: 16 rows, two 8-row groups of
+// the x8 layout; a whole 32-row group of the float layouts), numbered from `first` in the call's common unit
+// space.
 struct part {
     const weight_view* w = nullptr;
     const repacked_weight* rw = nullptr;
@@ -257,7 +270,7 @@ struct part {
     detail::gemm_x8_fn x8_gemm = nullptr;  // prefill on the interleaved layout (nullptr: x8 token by token)
     detail::gemm_fn fn = nullptr;
     float* y = nullptr;
-    int64_t first = 0, n_units = 0;
+    int64_t first = 0, n_units = 0, unit_rows = k_row_group;
 };
 
 // Units [u0, u1) of one matrix. Prefill on the x8 layout runs token blocks of about k_x8_token_bytes of
@@ -268,17 +281,20 @@ constexpr int64_t k_x8_token_bytes = int64_t(256) << 10;
 void run_units(const part& p, const detail::act_view& a, int64_t n_tok, int64_t u0, int64_t u1) {
     const int64_t n_out = p.w->n_out;
     if (!p.x8) {
-        p.fn(*p.w, a, n_tok, p.y, n_out, u0 * k_row_group, std::min(n_out, u1 * k_row_group));
+        p.fn(*p.w, a, n_tok, p.y, n_out, u0 * p.unit_rows, std::min(n_out, u1 * p.unit_rows));
         return;
     }
     const repacked_weight& rw = *p.rw;
-    const int64_t g0 = 2 * u0, g1 = std::min(rw.n_groups(), 2 * u1);
+    const int64_t per_unit = p.unit_rows / rw.group_rows();
+    const int64_t g0 = per_unit * u0, g1 = std::min(rw.n_groups(), per_unit * u1);
     if (n_tok == 1) {
         p.x8(rw.packed(), rw.group_bytes(), a, 0, p.y, n_out, g0, g1);
         return;
     }
     if (p.x8_gemm) {
-        const int64_t tb = std::max<int64_t>(4, k_x8_token_bytes / p.w->n_in / 4 * 4);
+        // The float layouts' kernels block their f32 tokens themselves.
+        const bool f32_act = detail::act_format_for(p.w->type) == detail::act_format::f32;
+        const int64_t tb = f32_act ? n_tok : std::max<int64_t>(4, k_x8_token_bytes / p.w->n_in / 4 * 4);
         for (int64_t t = 0; t < n_tok; t += tb)
             p.x8_gemm(rw.packed(), rw.group_bytes(), a, t, std::min(n_tok, t + tb), p.y, n_out, g0, g1);
         return;
@@ -345,7 +361,8 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         }
         p.y = ys[i];
         p.first = total;
-        p.n_units = (p.w->n_out + k_row_group - 1) / k_row_group;
+        if (p.x8) p.unit_rows = std::max<int64_t>(k_row_group, p.rw->group_rows());
+        p.n_units = (p.w->n_out + p.unit_rows - 1) / p.unit_rows;
         total += p.n_units;
     }
     const size_t n_parts = ws.size();

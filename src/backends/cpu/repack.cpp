@@ -153,7 +153,39 @@ void pack_q8_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     }
 }
 
+// F32, F16, BF16: element k of row r at k * 32 + r, one element at a time.
+void pack_float(const uint8_t* const* rows, int64_t n_in, size_t elem, uint8_t* out) {
+    for (int64_t k = 0; k < n_in; k++)
+        for (int r = 0; r < k_float_rows; r++) {
+            uint8_t* o = out + (size_t(k) * k_float_rows + size_t(r)) * elem;
+            if (rows[r])
+                std::memcpy(o, rows[r] + size_t(k) * elem, elem);
+            else
+                std::memset(o, 0, elem);
+        }
+}
+
 }  // namespace ref
+
+// The float transpose in tiles of 64 columns x 32 rows: each row is read in order and the tile's output
+// (4-8 KiB) stays in L1 while its 32 rows are scattered into it.
+template <class E>
+void pack_float(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    constexpr int64_t tile = 64;
+    E* o = reinterpret_cast<E*>(out);
+    for (int64_t k0 = 0; k0 < n_in; k0 += tile) {
+        const int64_t k1 = std::min(n_in, k0 + tile);
+        for (int r = 0; r < k_float_rows; r++) {
+            E* dst = o + k0 * k_float_rows + r;
+            if (!rows[r]) {
+                for (int64_t k = k0; k < k1; k++, dst += k_float_rows) *dst = E(0);
+                continue;
+            }
+            const uint8_t* src = rows[r] + size_t(k0) * sizeof(E);
+            for (int64_t k = k0; k < k1; k++, dst += k_float_rows, src += sizeof(E)) std::memcpy(dst, src, sizeof(E));
+        }
+    }
+}
 
 // The fast packers. Little-endian loads: byte i of a 64-bit word is file byte i, so a 4-byte store of the low
 // or high half writes elements k = 0..3 in order.
@@ -275,7 +307,12 @@ void pack_legacy(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
 }  // namespace
 
 bool supported(dtype t) {
-    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || t == dtype::q8_0 || t == dtype::q4_0;
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || t == dtype::q8_0 || t == dtype::q4_0 ||
+           t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
+
+int group_rows(dtype t) {
+    return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ? k_float_rows : k_rows;
 }
 
 size_t group_bytes(dtype t, int64_t n_in) {
@@ -285,6 +322,9 @@ size_t group_bytes(dtype t, int64_t n_in) {
         case dtype::q6_k: return size_t(n_in / k_qk) * k_q6_k_bytes;
         case dtype::q8_0: return size_t((n_in / k_qk_legacy + 1) / 2) * k_q8_0_pair_bytes;
         case dtype::q4_0: return size_t((n_in / k_qk_legacy + 1) / 2) * k_q4_0_pair_bytes;
+        case dtype::f32: return size_t(n_in) * k_float_rows * 4;
+        case dtype::f16:
+        case dtype::bf16: return size_t(n_in) * k_float_rows * 2;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }
@@ -296,6 +336,9 @@ void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out)
         case dtype::q6_k: pack_q6_k(rows, n_in, out); break;
         case dtype::q8_0: pack_legacy<true>(rows, n_in, out); break;
         case dtype::q4_0: pack_legacy<false>(rows, n_in, out); break;
+        case dtype::f32: pack_float<uint32_t>(rows, n_in, out); break;
+        case dtype::f16:
+        case dtype::bf16: pack_float<uint16_t>(rows, n_in, out); break;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }
@@ -307,6 +350,9 @@ void pack_group_ref(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* 
         case dtype::q6_k: ref::pack_q6_k(rows, n_in, out); break;
         case dtype::q8_0: ref::pack_q8_0(rows, n_in, out); break;
         case dtype::q4_0: ref::pack_q4_0(rows, n_in, out); break;
+        case dtype::f32: ref::pack_float(rows, n_in, 4, out); break;
+        case dtype::f16:
+        case dtype::bf16: ref::pack_float(rows, n_in, 2, out); break;
         default: fail("cpu", "repack: no interleaved layout for {}", dtype_name(t));
     }
 }

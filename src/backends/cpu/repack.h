@@ -25,6 +25,12 @@
 //     levels 0..15 (stored + 8) of elements 8v + k (low nibble) and 8v + 4 + k (high nibble).
 // Same size as the file for Q8_0 and Q4_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes),
 // +1 % for Q6_K.
+//
+// Float layouts (F32, F16, BF16; "x32"): 32 rows per group, stored column by column: element k of rows 0..31
+// of the group @ k * 32 * elem_bytes, row r at lane r (vector r / 8, lane r % 8), in the file's element format
+// (no conversion; rows past n_out are zero). One 64-byte line per k for F16/BF16 (two for F32), read in
+// address order by decode and prefill alike (avx2/matmul-avx2-float-x32.cpp). Same size as the file, up to
+// 31 zero rows per matrix.
 #pragma once
 
 #include <cstddef>
@@ -35,13 +41,17 @@
 namespace memtile::cpu::repack {
 
 inline constexpr int k_rows = 8;
+inline constexpr int k_float_rows = 32;
+inline constexpr int k_max_rows = 32;
 
-// Whether the x8 layout exists for this format.
+// Whether an interleaved layout exists for this format.
 bool supported(dtype t);
-// Bytes of one 8-row group for rows of n_in elements (a multiple of 32).
+// Rows per group: k_rows for the quantized formats, k_float_rows for F32, F16, BF16.
+int group_rows(dtype t);
+// Bytes of one group for rows of n_in elements (a multiple of the format's block).
 size_t group_bytes(dtype t, int64_t n_in);
-// Writes one group from up to 8 rows of the file format (rows[r] == nullptr: a zero row). Every byte of the
-// group_bytes(t, n_in) at out is written.
+// Writes one group from up to group_rows(t) rows of the file format (rows[r] == nullptr: a zero row). Every
+// byte of the group_bytes(t, n_in) at out is written.
 void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);
 // The scalar reference of pack_group (one level at a time, as the layouts above are specified): same bytes.
 void pack_group_ref(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out);

@@ -81,6 +81,14 @@ void gemm_q4_0(const weight_view&, const act_view&, int64_t, float*, int64_t, in
 void gemm_q4_k(const weight_view&, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_q5_k(const weight_view&, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_q6_k(const weight_view&, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+// The float layouts of repack.h (32-row groups; matmul-avx2-float-x32.cpp), as kernels.h's gemv_x8_fn and
+// gemm_x8_fn.
+void gemv_x32_f32(const uint8_t*, size_t, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemv_x32_f16(const uint8_t*, size_t, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemv_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_f32(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_f16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void quantize_q8_0(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 void quantize_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 

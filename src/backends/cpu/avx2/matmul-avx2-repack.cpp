@@ -352,8 +352,10 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
 }
 
 const detail::repack_kernel_set k_avx2_repack = {
-    gemv_x8<dtype::q8_0>, gemv_x8<dtype::q4_0>, gemv_x8<dtype::q4_k>, gemv_x8<dtype::q5_k>, gemv_x8<dtype::q6_k>,
-    gemm_x8<dtype::q8_0>, gemm_x8<dtype::q4_0>, gemm_x8<dtype::q4_k>, gemm_x8<dtype::q5_k>, gemm_x8<dtype::q6_k>,
+    gemv_x8<dtype::q8_0>, gemv_x8<dtype::q4_0>, gemv_x8<dtype::q4_k>, gemv_x8<dtype::q5_k>,
+    gemv_x8<dtype::q6_k>, gemv_x32_f32,         gemv_x32_f16,         gemv_x32_bf16,
+    gemm_x8<dtype::q8_0>, gemm_x8<dtype::q4_0>, gemm_x8<dtype::q4_k>, gemm_x8<dtype::q5_k>,
+    gemm_x8<dtype::q6_k>, gemm_x32_f32,         gemm_x32_f16,         gemm_x32_bf16,
 };
 
 }  // namespace
