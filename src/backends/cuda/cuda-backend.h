@@ -91,10 +91,13 @@ void set_pdl(bool on);
 // Bits 256 .. 2^21: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, session 7).
 // k_attn_cluster_k / k_attn_cluster (with 32): the attention merge in a thread-block cluster of the attention kernel's
 // blocks, through distributed shared memory, for a K-format Wo (replacing the merge kernel) / for another Wo (replacing
-// the last-block merge of bit 2); docs/cuda-decode-log.md, "Session 7 (branch gclu)".
+// the last-block merge of bit 2), where a chunk's heads x splits fit a cluster of 8 (n_ctx <= 512 for a K-format Wo,
+// <= 1,024 for the others; else the merges above); default on (tg128 +1.0 % Q4_K_M, +4.4 % Q8_0, +2.1 % F16;
+// docs/cuda-decode-log.md, "Session 7 (branch gclu)").
 constexpr unsigned k_attn_cluster_k = 1u << 22;
 constexpr unsigned k_attn_cluster = 1u << 23;
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_qkm_pair | k_qkm_pair_v2;
+constexpr unsigned k_decode_fusion_default =
+    2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2;
 constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster |
                                          k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 | k_qkm_small_4x2 |
                                          k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 |

@@ -590,22 +590,32 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
         const int g = r + C * (warp + k_attn_warps * k), el = 32 * g + lane;
         if (g >= n_g || el >= n_e) continue;
         const int hl = el / hd, d = el % hd;
+        // Every split's (m, l, acc[d]) loaded before any is used: one distributed-shared-memory round trip, not one
+        // per split (n_split <= 8).
+        float ms[8], ls[8], as[8];
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split) {
+                const float* st = cl.map_shared_rank(s_state, hl + sp * hc);
+                ms[sp] = st[0];
+                ls[sp] = st[1];
+                as[sp] = st[2 + d];
+            }
         float M = -INFINITY;
         uint32_t mask = 0;
-        for (int sp = 0; sp < n_split; sp++) {
-            const float* st = cl.map_shared_rank(s_state, hl + sp * hc);
-            if (st[1] > 0) {
-                M = fmaxf(M, st[0]);
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split && ls[sp] > 0) {
+                M = fmaxf(M, ms[sp]);
                 mask |= 1u << sp;
             }
-        }
         float L = 0, a = 0;
-        for (int sp = 0; sp < n_split; sp++)
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
             if (mask >> sp & 1) {
-                const float* st = cl.map_shared_rank(s_state, hl + sp * hc);
-                const float e = expf(st[0] - M);
-                L = __fmaf_rn(st[1], e, L);
-                a = __fmaf_rn(st[2 + d], e, a);
+                const float e = expf(ms[sp] - M);
+                L = __fmaf_rn(ls[sp], e, L);
+                a = __fmaf_rn(as[sp], e, a);
             }
         v[k] = a / L;
     }
@@ -619,7 +629,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
             if (lane == 0) s_gmax[g] = gm;
         }
         cl.sync();
-        for (int g = 0; g < n_g; g++) unit_max = fmaxf(unit_max, *cl.map_shared_rank(&s_gmax[g], g % C));
+        unit_max = warp_max(lane < n_g ? *cl.map_shared_rank(&s_gmax[lane], lane % C) : 0.0f);
     }
     // Every read of another block's shared memory is done: arrive now, wait before exiting.
     asm volatile("barrier.cluster.arrive.release;" ::: "memory");
