@@ -117,9 +117,12 @@ void check_batch_products() {
 // a context of 512 (4 attention splits; where a model's shapes do not allow a fusion both runs use the kernels).
 void check_fusion_bits(const std::string& name, const std::string& path) {
     try {
-        std::vector<std::vector<float>> out[2];
-        for (int k = 0; k < 2; k++) {
-            cuda::set_decode_fusion(k == 0 ? 0u : cuda::k_decode_fusion_all);
+        // All fusions, and all but the cluster merges (which take the place of bits 2 and 128's merges).
+        const unsigned masks[3] = {0u, cuda::k_decode_fusion_all,
+                                   cuda::k_decode_fusion_all & ~(cuda::k_attn_cluster_k | cuda::k_attn_cluster)};
+        std::vector<std::vector<float>> out[3];
+        for (int k = 0; k < 3; k++) {
+            cuda::set_decode_fusion(masks[k]);
             auto d = cuda::decoder::load(gguf_file::open(path), 512);
             const int nv = int(d->config().n_vocab);
             for (int i = 0; i < 16; i++) {
@@ -128,12 +131,14 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
             }
         }
         cuda::set_decode_fusion(cuda::k_decode_fusion_default);
-        int differ = 0;
-        for (size_t i = 0; i < out[0].size(); i++)
-            if (std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) != 0) differ++;
-        report(differ == 0, fmt::format("fusion bits {:<24} 16 steps, no fusion vs all: {} steps differ (bit-equal "
-                                        "expected)",
-                                        name, differ));
+        int differ[3] = {};
+        for (int k = 1; k < 3; k++)
+            for (size_t i = 0; i < out[0].size(); i++)
+                if (std::memcmp(out[0][i].data(), out[k][i].data(), out[0][i].size() * sizeof(float)) != 0) differ[k]++;
+        report(differ[1] == 0 && differ[2] == 0,
+               fmt::format("fusion bits {:<24} 16 steps, no fusion vs all / all but the cluster merges: {} / {} steps "
+                           "differ (bit-equal expected)",
+                           name, differ[1], differ[2]));
     } catch (const std::exception& e) {
         cuda::set_decode_fusion(cuda::k_decode_fusion_default);
         report(false, fmt::format("fusion bits {}: {}", name, e.what()));
@@ -346,6 +351,20 @@ void check_attention() {
         try {
             const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
                                                             it.neox, it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            // The merge in a thread-block cluster (variants 4, 5) against the separate kernels, also quantizing the
+            // output as for a Wo reading groups of 32 / units of 256 (the last-block merge, variant 3, as well).
+            int differ_q = 0;
+            for (int qb : {32, 256}) {
+                const auto rq =
+                    test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
+                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head), qb);
+                differ_q += rq.differ_from_0;
+            }
+            report(r.differ_from_0 == 0 && differ_q == 0 && std::max(r.nmse[4], r.nmse[5]) <= 1e-10,
+                   fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {} splits: {} of 5 folded "
+                               "variants differ unquantized, {} quantized (32 / 256; bit-equal expected), NMSE {:.1e}",
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, r.differ_from_0, differ_q,
+                               std::max(r.nmse[4], r.nmse[5])));
             const double e = r.nmse[0];
             report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {} splits: "
                                            "NMSE {:.1e}",

@@ -116,6 +116,24 @@ TEST(cuda_backend, attention_with_folded_rope_equals_the_separate_kernels) {
     }
 }
 
+// The attention merge in a thread-block cluster (launch_attention_rope with cluster: partial states exchanged through
+// distributed shared memory, no last block): the same bits as the separate kernels, unquantized and with the output
+// quantized for a Wo reading groups of 32 or units of 256 (the latter: 2 or 4 heads per cluster).
+TEST(cuda_backend, attention_cluster_merge_equals_the_separate_kernels) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (const auto& [n_pos, n_head, n_kv, hd, neox, n_split] : {std::tuple{2, 4, 2, 64, false, 1},
+                                                                 {9, 4, 1, 64, true, 2},
+                                                                 {40, 32, 8, 128, false, 4},
+                                                                 {130, 8, 1, 256, true, 8}})
+        for (int qb : {0, 32, 256}) {
+            const auto r =
+                test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos), qb);
+            EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd << ", q_block " << qb;
+            EXPECT_LE(r.nmse[4], 1e-10) << n_pos << " positions, head_dim " << hd;
+            EXPECT_LE(r.nmse[5], 1e-10) << n_pos << " positions, head_dim " << hd;
+        }
+}
+
 struct format_case {
     const char* preset;
     file_type type;

@@ -65,9 +65,11 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
 // position p before RoPE, no bias), then its attention of the last position's q over all of them, in n_split
 // key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
 // variant: 0 launch_rope_kv + launch_attention_split; with RoPE folded into the attention kernel
-// (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks.
+// (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks,
+// 4 merge in a thread-block cluster, 5 the same with the early K/V loads. q_block 32 / 256: the output also quantized
+// as for a Wo reading it, appended as [q_dim] quantized values, then [q_dim / 32] scales and [q_dim / 32] sums.
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split, int variant = 0);
+                                   float freq_base, bool neox, int n_split, int variant = 0, int q_block = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 
@@ -87,10 +89,19 @@ void set_pdl(bool on);
 // RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
 // offered.
 // Bits 256 .. 2^21: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, session 7).
-constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_qkm_pair | k_qkm_pair_v2;
-constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
-                                         k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop |
-                                         k_qkm_down_u4 | k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3;
+// k_attn_cluster_k / k_attn_cluster (with 32): the attention merge in a thread-block cluster of the attention kernel's
+// blocks, through distributed shared memory, for a K-format Wo (replacing the merge kernel) / for another Wo (replacing
+// the last-block merge of bit 2), where a chunk's heads x splits fit a cluster of 8 (n_ctx <= 512 for a K-format Wo,
+// <= 1,024 for the others; else the merges above); default on (tg128 +1.0 % Q4_K_M, +4.4 % Q8_0, +2.1 % F16;
+// docs/cuda-decode-log.md, "Session 7 (branch gclu)").
+constexpr unsigned k_attn_cluster_k = 1u << 22;
+constexpr unsigned k_attn_cluster = 1u << 23;
+constexpr unsigned k_decode_fusion_default =
+    2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2;
+constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster |
+                                         k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 | k_qkm_small_4x2 |
+                                         k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 |
+                                         k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

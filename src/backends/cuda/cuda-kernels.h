@@ -132,10 +132,13 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
 // shapes do not tile, the separate merge) with RoPE and the KV write folded into the attention kernel (one sequence):
 // qkv is read before RoPE and left unchanged; the same bits as the separate kernels. early: the K/V rows of earlier
 // positions are loaded before the PDL wait. Returns false (nothing launched) where the folded kernel does not exist
-// (MEMTILE_CUDA_ATTN_KEYS forcing another keys-in-flight count than its 8).
+// (MEMTILE_CUDA_ATTN_KEYS forcing another keys-in-flight count than its 8). cluster: where a merge chunk's blocks (its
+// heads x n_split) fit a cluster of 8, the merge through distributed shared memory of a thread-block cluster instead
+// (no partials, counters or merge kernel; the same bits).
 bool launch_attention_rope(const float* qkv, const float* bias, const rope_params& p, const int32_t* pos,
                            uint16_t* k_cache, uint16_t* v_cache, int n_split, float* partial, unsigned* counters,
-                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, cudaStream_t s);
+                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, bool cluster,
+                           cudaStream_t s);
 // out[i] = silu(gu[i]) * gu[n_ff + i] and its quantized form (n_ff % 32 == 0 for xq).
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);

@@ -437,6 +437,8 @@ private:
     // 64: with 32, its K/V loads of earlier positions before the PDL wait; 128: with 2, the merge in the attention
     // kernel also for a K-format Wo (the whole block quantizes its unit of 256; measured slower, off by default).
     // docs/cuda-decode-log.md, session 7.
+    // k_attn_cluster_k (2^22) / k_attn_cluster (2^23), with 32: the merge in a thread-block cluster of the attention
+    // blocks (distributed shared memory; bit-equal) for a K-format / another Wo (docs/cuda-decode-log.md, branch gclu).
     // 256 .. 2^21 (qkm-bits.h): the Q4_K_M products of matvec-qkm.h (bit-equal; docs/cuda-decode-log.md, session 7).
     void record() {
         const auto& c = cfg_;
@@ -466,9 +468,10 @@ private:
                         launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
             const bool merge_in = fuse_merge && (wo_qb != 256 || fuse_merge_k);
+            const bool cluster = decode_fusion() & (wo_qb == 256 ? k_attn_cluster_k : k_attn_cluster);
             if (!(fuse_rope && launch_attention_rope(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_,
                                                      merge_in ? merge_counters_ : nullptr, att_, wo_qb, xq_, xd_, xs_,
-                                                     early_kv, s))) {
+                                                     early_kv, cluster, s))) {
                 launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
                 if (!(merge_in && launch_attention_fused(qkv_, 0, 1, rp, pos, nullptr, 0, kc, vc, n_split_, partial_,
                                                          merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))

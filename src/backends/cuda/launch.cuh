@@ -27,16 +27,24 @@ __device__ __forceinline__ void griddep_launch() {
 // its L1 / shared-memory split between them: docs/cuda-decode-log.md, "Session 6 (branch gmv)").
 int launch_carveout();
 
-// `smem`: bytes of dynamic shared memory per block.
+// `smem`: bytes of dynamic shared memory per block; `cluster`: thread-block cluster dimensions (grid a multiple of
+// them; 1 x 1 x 1: no cluster attribute).
 template <typename... Params, typename... Args>
-void launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+void launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, dim3 cluster, cudaStream_t s,
+                    Args&&... args) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute attr[2];
+    cudaLaunchAttribute attr[3];
     unsigned n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster.x;
+        attr[n].val.clusterDim.y = cluster.y;
+        attr[n++].val.clusterDim.z = cluster.z;
+    }
     if (pdl_enabled()) {
         attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[n++].val.programmaticStreamSerializationAllowed = 1;
@@ -48,6 +56,10 @@ void launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, 
     cfg.attrs = attr;
     cfg.numAttrs = n;
     cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+template <typename... Params, typename... Args>
+void launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+    launch_cluster(kernel, grid, block, smem, dim3(1, 1, 1), s, std::forward<Args>(args)...);
 }
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {

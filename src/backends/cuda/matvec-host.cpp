@@ -128,9 +128,10 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 }  // namespace
 
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split, int variant) {
+                                   float freq_base, bool neox, int n_split, int variant, int q_block) {
     require_device();
-    if (variant < 0 || variant > 3) fail("cuda", "attention check: unknown variant {}", variant);
+    if (variant < 0 || variant > 5) fail("cuda", "attention check: unknown variant {}", variant);
+    if (q_block != 0 && q_block != 32 && q_block != 256) fail("cuda", "attention check: q_block {}", q_block);
     const int n_pos = int(qkv.size());
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
     if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
@@ -141,6 +142,11 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
     auto* pos = static_cast<int32_t*>(arena.alloc(4));
     auto* partial = static_cast<float*>(arena.alloc(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
     auto* out = static_cast<float*>(arena.alloc(size_t(q_dim) * 4));
+    const bool quantize = q_block > 0 && q_dim % 32 == 0;
+    auto* xq = quantize ? static_cast<int8_t*>(arena.alloc(size_t(q_dim))) : nullptr;
+    auto* xd = quantize ? static_cast<float*>(arena.alloc(size_t(q_dim / 32) * 4)) : nullptr;
+    auto* xs = quantize ? static_cast<float*>(arena.alloc(size_t(q_dim / 32) * 4)) : nullptr;
+    const int qb = quantize ? q_block : 0;
     auto* counters = static_cast<unsigned*>(arena.alloc(size_t(attention_merge_counters(n_head)) * sizeof(unsigned)));
     check(cudaMemset(counters, 0, size_t(attention_merge_counters(n_head)) * sizeof(unsigned)), "cudaMemset");
     std::vector<float> freq(size_t(head_dim / 2));
@@ -154,16 +160,25 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
         check(cudaMemcpy(buf, qkv[size_t(p)].data(), qkv[size_t(p)].size() * 4, cudaMemcpyHostToDevice), "upload");
         check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
         if (variant == 0)
-            launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, 0, nullptr, nullptr, nullptr,
-                             nullptr);
+            launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, qb, xq, xd, xs, nullptr);
         else if (!launch_attention_rope(buf, nullptr, rp, pos, kc, vc, n_split, partial,
-                                        variant == 3 ? counters : nullptr, out, 0, nullptr, nullptr, nullptr,
-                                        variant == 2, nullptr))
+                                        variant == 3 ? counters : nullptr, out, qb, xq, xd, xs,
+                                        variant == 2 || variant == 5, variant >= 4, nullptr))
             fail("cuda", "attention check: no folded-RoPE kernel (MEMTILE_CUDA_ATTN_KEYS forces another count)");
     }
     check(cudaGetLastError(), "attention launch");
     std::vector<float> r(static_cast<size_t>(q_dim));
     check(cudaMemcpy(r.data(), out, r.size() * 4, cudaMemcpyDeviceToHost), "attention");
+    if (quantize) {
+        std::vector<int8_t> hq(static_cast<size_t>(q_dim));
+        std::vector<float> hd(static_cast<size_t>(q_dim / 32)), hs(hd.size());
+        check(cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost), "attention");
+        check(cudaMemcpy(hd.data(), xd, hd.size() * 4, cudaMemcpyDeviceToHost), "attention");
+        check(cudaMemcpy(hs.data(), xs, hs.size() * 4, cudaMemcpyDeviceToHost), "attention");
+        r.insert(r.end(), hq.begin(), hq.end());
+        r.insert(r.end(), hd.begin(), hd.end());
+        r.insert(r.end(), hs.begin(), hs.end());
+    }
     return r;
 }
 

@@ -1,5 +1,6 @@
 // Element-wise, normalisation, attention and sampling kernels of the decode step, plus the bandwidth probe
 // and random weight fill used by benchmarks. All activations are f32; the KV cache is f16.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -426,11 +427,12 @@ constexpr int k_attn_rope_keys = 8;
 // instead of the cache, and the first such block of each KV head (h % group == 0) writes them to cache row pos, which
 // later steps read. With EARLY the position, the rotation's sin/cos and the K/V rows of each warp's first KU keys below
 // pos (written by earlier steps; *pos_p by the previous step's last kernel or the host) are loaded before the PDL wait.
+// The block's partial state (m, l, acc[hd]) goes to `state` (global partials or the block's shared memory).
 // The arithmetic is rope_kv_kernel's and attn_partial_block's (rope_*, attn_key_step, attn_block_state): the same bits.
 template <int ND, int KU, bool EARLY>
 __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* bias, const rope_params& p,
                                                 const int32_t* pos_p, __half* kc, __half* vc, int h, int split,
-                                                int n_split, float* partial) {
+                                                int n_split, float* state) {
     constexpr int nt = 32 * k_attn_warps;
     constexpr int JN = (3 * 16 * ND + nt - 1) / nt;  // rotation jobs (pairs of q, k, v) per thread
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
@@ -531,7 +533,7 @@ __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* b
             attn_key_step<ND>(qr, kh[u], vh[u], lane, hd, m, l, acc);
         }
     }
-    attn_block_state<ND>(m, l, acc, partial + (int64_t(h) * n_split + split) * (hd + 2), hd);
+    attn_block_state<ND>(m, l, acc, state, hd);
 }
 
 // Grid (n_head, n_split): attn_rope_block; partial states as attn_partial_kernel's (one row).
@@ -539,8 +541,9 @@ template <int ND, bool EARLY>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_rope_partial_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                              __half* vc, float* partial) {
-    attn_rope_block<ND, k_attn_rope_keys, EARLY>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
-                                                 partial);
+    attn_rope_block<ND, k_attn_rope_keys, EARLY>(
+        qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
+        partial + (int64_t(blockIdx.x) * gridDim.y + blockIdx.y) * (p.head_dim + 2));
 }
 
 // attn_rope_partial_kernel with attn_fused_kernel's merge by the last block of each chunk of hc heads.
@@ -549,11 +552,109 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_rope_fused_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                            __half* vc, float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq,
                            float* xd, float* xs) {
-    attn_rope_block<ND, k_attn_rope_keys, EARLY>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
-                                                 partial);
+    attn_rope_block<ND, k_attn_rope_keys, EARLY>(
+        qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, gridDim.y,
+        partial + (int64_t(blockIdx.x) * gridDim.y + blockIdx.y) * (p.head_dim + 2));
     const int chunk = blockIdx.x / hc;
     if (!last_block_arrived(counters + chunk, unsigned(hc * gridDim.y))) return;
     attn_merge_chunk(partial, chunk, hc, gridDim.y, p.head_dim, out, q_block, xq, xd, xs, 0, 1);
+}
+
+// attn_rope_block with the merge through distributed shared memory instead of global partials and a last block: the
+// grid (n_head, n_split) is tiled by clusters of hc heads x n_split splits (one merge chunk of attn_rope_fused_kernel;
+// hc * n_split <= 8, the portable cluster size). Each block leaves its partial state in its own shared memory; after a
+// cluster barrier, block r of the C = hc * n_split merges the chunk's groups of 32 elements g = r, r + C, ... (one warp
+// per group) from the states of the chunk's blocks, read through distributed shared memory, and quantizes them (q_block
+// 32: per group; 256: the chunk is one unit, whose maximum the blocks exchange through a second barrier). The
+// arithmetic and order of attn_merge_chunk: the same bits. A final barrier keeps every block's shared memory alive
+// until the other blocks have read it. The cluster's block of (head chunk * hc + hl, split s) has rank hl + s * hc (x
+// fastest).
+template <int ND, bool EARLY>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_rope_cluster_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                             __half* vc, int hc, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    namespace cg = cooperative_groups;
+    __shared__ float s_state[2 + 32 * ND];  // this block's (m, l, acc[hd])
+    __shared__ float s_gmax[8];             // q_block 256: the maxima of the chunk's groups this block merged
+    const cg::cluster_group cl = cg::this_cluster();
+    const int n_split = gridDim.y, hd = p.head_dim;
+    attn_rope_block<ND, k_attn_rope_keys, EARLY>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state);
+    cl.sync();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int C = hc * n_split, r = int(cl.block_rank()), n_e = hc * hd, n_g = (n_e + 31) / 32;
+    const int64_t e0 = int64_t(blockIdx.x / hc) * n_e;
+    // A chunk has at most 8 groups and a cluster at least 4 warps: at most 2 groups per warp (k).
+    float v[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int g = r + C * (warp + k_attn_warps * k), el = 32 * g + lane;
+        if (g >= n_g || el >= n_e) continue;
+        const int hl = el / hd, d = el % hd;
+        // Every split's (m, l, acc[d]) loaded before any is used: one distributed-shared-memory round trip, not one
+        // per split (n_split <= 8).
+        float ms[8], ls[8], as[8];
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split) {
+                const float* st = cl.map_shared_rank(s_state, hl + sp * hc);
+                ms[sp] = st[0];
+                ls[sp] = st[1];
+                as[sp] = st[2 + d];
+            }
+        float M = -INFINITY;
+        uint32_t mask = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split && ls[sp] > 0) {
+                M = fmaxf(M, ms[sp]);
+                mask |= 1u << sp;
+            }
+        float L = 0, a = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (mask >> sp & 1) {
+                const float e = expf(ms[sp] - M);
+                L = __fmaf_rn(ls[sp], e, L);
+                a = __fmaf_rn(as[sp], e, a);
+            }
+        v[k] = a / L;
+    }
+    float unit_max = 0;
+    if (xq && q_block == 256) {  // n_e == 256 (launch_attention_rope checks)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int g = r + C * (warp + k_attn_warps * k);
+            if (g >= n_g) continue;
+            const float gm = warp_max(fabsf(v[k]));
+            if (lane == 0) s_gmax[g] = gm;
+        }
+        cl.sync();
+        unit_max = warp_max(lane < n_g ? *cl.map_shared_rank(&s_gmax[lane], lane % C) : 0.0f);
+    }
+    // Every read of another block's shared memory is done: arrive now, wait before exiting.
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int g = r + C * (warp + k_attn_warps * k), el = 32 * g + lane;
+        if (g >= n_g) continue;
+        if (!xq) {
+            if (el < n_e) out[e0 + el] = v[k];
+            continue;
+        }
+        const float amax = q_block == 256 ? unit_max : warp_max(fabsf(v[k]));
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const int64_t e = e0 + el;
+        out[e] = v[k];
+        const int q = __float2int_rn(__fmul_rn(v[k], inv));
+        const int64_t gi = e / 32;
+        xq[gi * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[gi] = d;
+            xs[gi] = d * float(sq);
+        }
+    }
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
@@ -835,6 +936,8 @@ struct attn_rope_kernels {
     static constexpr auto partial = attn_rope_partial_kernel<ND, false>,
                           partial_early = attn_rope_partial_kernel<ND, true>;
     static constexpr auto fused = attn_rope_fused_kernel<ND, false>, fused_early = attn_rope_fused_kernel<ND, true>;
+    static constexpr auto cluster = attn_rope_cluster_kernel<ND, false>,
+                          cluster_early = attn_rope_cluster_kernel<ND, true>;
 };
 
 // Calls f(attn_rope_kernels<ND>{}) for ND = nd rounded up to 1, 2, 4 or 8.
@@ -852,13 +955,30 @@ void with_rope_kernels(int nd, F f) {
 
 bool launch_attention_rope(const float* qkv, const float* bias, const rope_params& p, const int32_t* pos,
                            uint16_t* k_cache, uint16_t* v_cache, int n_split, float* partial, unsigned* counters,
-                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, cudaStream_t s) {
+                           float* out, int q_block, int8_t* xq, float* xd, float* xs, bool early, bool cluster,
+                           cudaStream_t s) {
     if (attn_keys(false) != k_attn_rope_keys || p.head_dim % 2 != 0) return false;
     auto* kc = reinterpret_cast<__half*>(k_cache);
     auto* vc = reinterpret_cast<__half*>(v_cache);
     const int nd = (p.head_dim + 31) / 32;
     const dim3 grid{unsigned(p.n_head), unsigned(n_split)};
     const bool quantize = xq && q_block > 0;
+    if (cluster) {
+        const int hc = attn_chunk_heads(p, q_block, quantize);
+        const int n = p.n_head * p.head_dim;
+        const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+        if (hc > 0 && hc * n_split <= 8 && hc * p.head_dim <= 256 &&
+            (!quantize || qb == 32 || hc * p.head_dim == 256)) {
+            auto go = [&](auto k) {
+                using K = decltype(k);
+                detail::launch_cluster(early ? K::cluster_early : K::cluster, grid, 32 * k_attn_warps, 0,
+                                       dim3(unsigned(hc), unsigned(n_split), 1), s, qkv, bias, p, pos, kc, vc, hc, out,
+                                       qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+            };
+            with_rope_kernels(nd, go);
+            return true;
+        }
+    }
     const int hc = counters ? attn_chunk_heads(p, q_block, quantize) : 0;
     if (hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32) {
         const int n = p.n_head * p.head_dim;
