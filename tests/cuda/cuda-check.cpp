@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/mma-pair.h"
 #include "core/error.h"
 #include "gguf/gguf-file.h"
 #include "models/llama2c-import.h"
@@ -110,6 +111,29 @@ void check_batch_products() {
         } catch (const std::exception& e) {
             report(false, fmt::format("batch products {}: {}", dtype_name(t), e.what()));
         }
+    }
+    // The one-launch Q4_K Q/K + Q6_K V pair of the batched step: bit-equal to the two launches, and against the
+    // dp4a kernels as the products above (row counts of whole and partial 16-row tiles).
+    try {
+        const int64_t shapes[][3] = {{4096, 5120, 1024}, {256, 72, 40}, {768, 520, 136}};
+        int64_t differ = 0;
+        double worst = 0;
+        std::string where = "none";
+        for (const auto& sh : shapes)
+            for (int nb : {2, 5, 8}) {
+                const auto [n, e] = cuda::check_batch_pair(sh[0], sh[1], sh[2], nb, uint64_t(nb) * 3 + 5);
+                differ += n;
+                if (e >= worst) {
+                    worst = e;
+                    where = fmt::format("{}+{}x{} B={}", sh[1], sh[2], sh[0], nb);
+                }
+            }
+        report(differ == 0 && worst <= 1e-10,
+               fmt::format("batch products Q4_K+Q6_K one launch: {} outputs differ from the two launches, worst NMSE "
+                           "vs dp4a {:.3e} ({}), tol 1e-10",
+                           differ, worst, where));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("batch products Q4_K+Q6_K one launch: {}", e.what()));
     }
 }
 
@@ -755,12 +779,16 @@ void bench_batch_decode(const std::string& only) {
             // Default (Q4_K/Q8_0/Q4_0: the pipelined kernels), the register-staged kernels before them, the pipelined
             // kernels' other stage/occupancy choice and their alternative arithmetic (F16/BF16: the default only).
             const bool piped = ft == file_type::q8_0 || ft == file_type::q4_0 || ft == file_type::q4_k_m;
-            const char* names[] = {"default", "register-staged", "other stages", "alt arithmetic"};
-            for (int variant : {0, 1, 2, 3, 0}) {
-                if (variant > 0 && !piped) continue;
+            // Q4_K_M: the default (Q/K/V of the more-bits layers in one launch) alternated with variant 4, Q/K and V as
+            // two launches (the step before; the older variants are in docs/cuda-prefill-batch-log.md).
+            const char* names[] = {"default", "register-staged", "other stages", "alt arithmetic", "separate Q/K/V"};
+            const bool qkm = ft == file_type::q4_k_m;
+            for (int variant : {0, qkm ? 4 : 1, qkm ? 0 : 2, qkm ? 4 : 3, qkm ? -1 : 0}) {
+                if (variant < 0 || (variant > 0 && !piped)) continue;
                 cuda::prefill_options o;
                 o.mma_previous = variant == 1;
-                o.mma_pipe_variant = variant >= 2 ? variant - 1 : 0;
+                o.mma_pipe_variant = variant == 2 || variant == 3 ? variant - 1 : 0;
+                cuda::set_mma_pair(variant != 4);
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
                 fmt::print("          {}:", names[variant]);
@@ -772,6 +800,7 @@ void bench_batch_decode(const std::string& only) {
                 std::fflush(stdout);
             }
             cuda::set_prefill_options({});
+            cuda::set_mma_pair(true);
             const double single2 = 128 / d->bench_decode(128, 16, 1);
             fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
         } catch (const std::exception& e) {
