@@ -74,7 +74,8 @@ void check_batch_products() {
     const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
     // The last shape (n_in 352 or 336) is not a whole number of the row-wise kernels' 64-byte units: it checks
     // the fragment-layout kernels of Q8_0/Q4_0 (352) and F16/BF16 (336); K-quants skip it (n_in % 256).
-    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}, {352, 72}};
+    // 8192 x 80: the width from which Q4_K's deeper rings apply (set_mma_q4k_stages modes 1 and 3).
+    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}, {8192, 80}, {352, 72}};
     for (dtype t : types) {
         double worst = 0;
         std::string where;
@@ -83,14 +84,18 @@ void check_batch_products() {
             // Q4_K/Q8_0/Q4_0: the pipelined kernels (default), the register-staged ones and the pipelined kernels'
             // other variants (A/B options of the batch benchmark), Q4_0's quad-shuffle kernel.
             const bool piped = t == dtype::q4_k || t == dtype::q8_0 || t == dtype::q4_0;
-            const int n_variants = t == dtype::q4_0 ? 5 : piped ? 4 : 1;
-            const char* names[] = {"", " register-staged", " other stages", " alt arithmetic", " shuffles"};
+            // Q4_K also: the deeper rings (variants 5-7 = set_mma_q4k_stages modes 1-3).
+            const int n_variants = t == dtype::q4_0 ? 5 : t == dtype::q4_k ? 8 : piped ? 4 : 1;
+            const char* names[] = {"",          " register-staged", " other stages", " alt arithmetic",
+                                   " shuffles", " 4 stages long",   " 4 stages",     " 3 stages long"};
             for (int v = 0; v < n_variants; v++) {
+                if (v == 4 && t != dtype::q4_0) continue;
                 cuda::prefill_options o;
                 o.mma_previous = v == 1;
                 o.mma_pipe_variant = v == 2 ? 1 : v == 3 ? 2 : 0;
                 o.mma_q4_0_shuffles = v == 4;
                 cuda::set_prefill_options(o);
+                cuda::set_mma_q4k_stages(v >= 5 ? v - 4 : 0);
                 for (const auto& sh : shapes) {
                     if (sh[0] == 352 && k_quant) continue;
                     const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
@@ -104,6 +109,7 @@ void check_batch_products() {
                 }
             }
             cuda::set_prefill_options({});
+            cuda::set_mma_q4k_stages(0);
             const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
             report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
                                              "tol {:.0e}",
@@ -780,15 +786,20 @@ void bench_batch_decode(const std::string& only) {
             // kernels' other stage/occupancy choice and their alternative arithmetic (F16/BF16: the default only).
             const bool piped = ft == file_type::q8_0 || ft == file_type::q4_0 || ft == file_type::q4_k_m;
             // Q4_K_M: the default (Q/K/V of the more-bits layers in one launch) alternated with variant 4, Q/K and V as
-            // two launches (the step before; the older variants are in docs/cuda-prefill-batch-log.md).
-            const char* names[] = {"default", "register-staged", "other stages", "alt arithmetic", "separate Q/K/V"};
-            const bool qkm = ft == file_type::q4_k_m;
-            for (int variant : {0, qkm ? 4 : 1, qkm ? 0 : 2, qkm ? 4 : 3, qkm ? -1 : 0}) {
-                if (variant < 0 || (variant > 0 && !piped)) continue;
+            // two launches (the step before), and 5-7, Q4_K's deeper rings (set_mma_q4k_stages modes 1-3; the older
+            // variants are in docs/cuda-prefill-batch-log.md).
+            const char* names[] = {"default",        "register-staged",
+                                   "other stages",   "alt arithmetic",
+                                   "separate Q/K/V", "Q4_K 4 stages (rows >= 8192)",
+                                   "Q4_K 4 stages",  "Q4_K 3 stages (rows >= 8192)"};
+            const std::vector<int> qkm_list = {0, 4, 5, 6, 7, 0, 4, 5, 6, 7}, other_list = {0, 1, 2, 3, 0};
+            for (int variant : ft == file_type::q4_k_m ? qkm_list : other_list) {
+                if (variant > 0 && !piped) continue;
                 cuda::prefill_options o;
                 o.mma_previous = variant == 1;
                 o.mma_pipe_variant = variant == 2 || variant == 3 ? variant - 1 : 0;
                 cuda::set_mma_pair(variant != 4);
+                cuda::set_mma_q4k_stages(variant >= 5 ? variant - 4 : 0);
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
                 fmt::print("          {}:", names[variant]);
@@ -801,6 +812,7 @@ void bench_batch_decode(const std::string& only) {
             }
             cuda::set_prefill_options({});
             cuda::set_mma_pair(true);
+            cuda::set_mma_q4k_stages(0);
             const double single2 = 128 / d->bench_decode(128, 16, 1);
             fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
         } catch (const std::exception& e) {

@@ -40,6 +40,7 @@ bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layo
 bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
 bool g_previous = false;        // Q4_K/Q8_0/Q4_0: the register-staged kernels instead of the pipelined ones (A/B)
 int g_pipe_variant = 0;         // pipelined kernels: 1 the other stage/occupancy choice, 2 the ALT arithmetic (A/B)
+int g_q4k_stages = 0;           // Q4_K pipelined kernel at up to 8 sequences: deeper rings (launch_pipe_nt; A/B)
 
 // The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
 // of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
@@ -587,6 +588,8 @@ struct pipe_unit {
     static constexpr int elems = T == dtype::q4_k ? 256 : T == dtype::q4_0 ? 128 : 64;
     static constexpr int stage_bytes = 16 * (qb + side);
 };
+constexpr int k_static_ring = 44 * 1024;  // larger rings: dynamic shared memory (launch_pipe)
+
 // Byte offset of 16-byte chunk c of row r in a stage: 8 rows of one chunk (an ldmatrix matrix) hit distinct banks.
 template <int QB>
 __device__ __forceinline__ int pipe_slot(int r, int c) {
@@ -603,10 +606,19 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     using U = pipe_unit<T>;
     constexpr bool EXACT = ALT;
     constexpr int QB = U::qb, CPR = QB / 16, CR = 16 * QB / 512;  // chunks per row, copies per lane and unit
-    __shared__ __align__(16) uint8_t ring[k_warps][S][U::stage_bytes];
+    // Rings over 44 KB (Q4_K at 3-4 stages) are dynamic shared memory: static shared memory is capped at 48 KB.
+    constexpr bool dyn = k_warps * S * U::stage_bytes > k_static_ring;
+    __shared__ __align__(16) uint8_t ring[dyn ? 1 : k_warps][dyn ? 1 : S][dyn ? 16 : U::stage_bytes];
+    extern __shared__ __align__(16) uint8_t ring_dynamic[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t row0 = int64_t(blk) * 16;
     const int n_in = int(w.n_in), n_u = n_in / U::elems;
+    auto stage = [&](int k) -> uint8_t* {
+        if constexpr (dyn)
+            return ring_dynamic + (warp * S + k % S) * U::stage_bytes;
+        else
+            return ring[warp][k % S];
+    };
     const int n_mine = warp < n_u ? (n_u - 1 - warp) / k_warps + 1 : 0;  // units warp, warp + 8, ...
     // Copy roles: chunk lane % CPR of rows lane / CPR + (32 / CPR) i; the scales of row lane % 16.
     const uint8_t* src[CR];
@@ -624,7 +636,7 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     auto issue = [&](int k) {
         if (k < n_mine) {
             const int u = warp + k * k_warps;
-            uint8_t* st = ring[warp][k % S];
+            uint8_t* st = stage(k);
 #pragma unroll
             for (int i = 0; i < CR; i++) cp_async16(st + dst[i], src[i] + int64_t(u) * QB);
             uint8_t* ss = st + 16 * QB;
@@ -671,7 +683,7 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
         cp_async_wait<S - 1>();
         __syncwarp();
         const int u = warp + k * k_warps;
-        const uint8_t* sq = ring[warp][k % S];
+        const uint8_t* sq = stage(k);
         const uint8_t* ss = sq + 16 * QB;
         if constexpr (T == dtype::q4_k && !ALT) {
             // One activation scale per super-block (K-format activations are quantized with q_block 256), so
@@ -858,8 +870,20 @@ template <dtype T, int NT, int S, int MB, bool ALT>
 void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                  int64_t y_stride, bool accumulate, cudaStream_t s) {
     const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y, y_stride,
-                   accumulate ? 1 : 0);
+    constexpr int ring_bytes = k_warps * S * pipe_unit<T>::stage_bytes;
+    if constexpr (ring_bytes > k_static_ring) {
+        static const bool configured = [] {  // also done by prepare_mma_kernels, outside graph captures
+            cudaFuncSetAttribute(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 ring_bytes);
+            return true;
+        }();
+        (void)configured;
+        detail::launch_smem(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, ring_bytes, s, w, nb, xq,
+                            xd, xs, y, y_stride, accumulate ? 1 : 0);
+    } else {
+        detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y,
+                       y_stride, accumulate ? 1 : 0);
+    }
 }
 
 // Stages per warp and minimum blocks per SM (measured, docs/cuda.md), with the other choice as variant 1:
@@ -870,8 +894,15 @@ template <dtype T, int NT, bool ALT>
 void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                     int64_t y_stride, bool accumulate, cudaStream_t s, bool other) {
     if constexpr (T == dtype::q4_k) {
+        // g_q4k_stages (A/B): 1 = 4 stages for rows of >= 8,192 elements (the down matrix: 7 super-blocks per warp
+        // in one wave of 256 blocks), 2 = 4 stages everywhere, 3 = 3 stages for rows of >= 8,192 (2 blocks per SM).
+        const int deep = NT == 1 && !ALT && !other && (g_q4k_stages == 2 || w.n_in >= 8192) ? g_q4k_stages : 0;
         if (NT == 1 && other)
             launch_pipe<T, 1, 2, 3, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else if (deep == 1 || deep == 2)
+            launch_pipe<T, 1, 4, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else if (deep == 3)
+            launch_pipe<T, 1, 3, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
         else
             launch_pipe<T, NT, 2, 2, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
     } else {
@@ -959,6 +990,17 @@ bool g_pair = true;  // matvec_mma_pair_kernel where it applies (A/B: the two la
 
 void set_mma_pair(bool on) {
     g_pair = on;
+}
+void set_mma_q4k_stages(int mode) {
+    g_q4k_stages = mode >= 0 && mode <= 3 ? mode : 0;
+}
+void prepare_mma_kernels() {
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 4, 2, false>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * 4 * pipe_unit<dtype::q4_k>::stage_bytes);
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 3, 2, false>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * 3 * pipe_unit<dtype::q4_k>::stage_bytes);
 }
 
 bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, int n_rows,

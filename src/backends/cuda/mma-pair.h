@@ -19,6 +19,12 @@ bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b,
                             const int8_t* xq, const float* xd, const float* xs, int64_t y_stride, cudaStream_t s);
 // Default on; off (A/B): the two launches. Batched decoders read it when they capture a batch size.
 void set_mma_pair(bool on);
+// Q4_K pipelined products at up to 8 sequences with deeper cp.async rings (A/B, bit-equal: same units, order and
+// arithmetic): 0 = 2 stages (default), 1 = 4 stages for rows of >= 8,192 elements, 2 = 4 stages for all, 3 = 3
+// stages for rows of >= 8,192. Rings over 44 KB use dynamic shared memory, whose limit prepare_mma_kernels raises
+// (outside graph captures: batched decoders call it when made).
+void set_mma_q4k_stages(int mode);
+void prepare_mma_kernels();
 
 // The pair on random weights (Q4_K [rows_a, n_in], Q6_K [rows_b, n_in]) and n_rows sequences: first the number of
 // outputs that differ from the two tensor-core launches (0 expected: bit-equal), second the NMSE against the dp4a

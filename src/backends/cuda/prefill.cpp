@@ -239,6 +239,7 @@ public:
         used_.assign(size_t(max_seq), 0);
         logits_host_.resize(B * size_t(V));
         prefill_ = std::make_unique<prefill_pass>(m, stream_);
+        prepare_mma_kernels();
     }
     ~cuda_batch_decoder() override {
         sampler_.reset();
