@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/mma-pair.h"
 #include "core/error.h"
 #include "gguf/gguf-file.h"
 #include "models/llama2c-import.h"
@@ -73,7 +74,8 @@ void check_batch_products() {
     const dtype types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16};
     // The last shape (n_in 352 or 336) is not a whole number of the row-wise kernels' 64-byte units: it checks
     // the fragment-layout kernels of Q8_0/Q4_0 (352) and F16/BF16 (336); K-quants skip it (n_in % 256).
-    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}, {352, 72}};
+    // 8192 x 80: the width from which Q4_K's deeper rings apply (set_mma_q4k_stages modes 1 and 3).
+    const int64_t shapes[][2] = {{256, 64}, {256, 512}, {768, 256}, {4096, 1040}, {8192, 80}, {352, 72}};
     for (dtype t : types) {
         double worst = 0;
         std::string where;
@@ -82,14 +84,18 @@ void check_batch_products() {
             // Q4_K/Q8_0/Q4_0: the pipelined kernels (default), the register-staged ones and the pipelined kernels'
             // other variants (A/B options of the batch benchmark), Q4_0's quad-shuffle kernel.
             const bool piped = t == dtype::q4_k || t == dtype::q8_0 || t == dtype::q4_0;
-            const int n_variants = t == dtype::q4_0 ? 5 : piped ? 4 : 1;
-            const char* names[] = {"", " register-staged", " other stages", " alt arithmetic", " shuffles"};
+            // Q4_K also: the deeper rings (variants 5-7 = set_mma_q4k_stages modes 1-3).
+            const int n_variants = t == dtype::q4_0 ? 5 : t == dtype::q4_k ? 8 : piped ? 4 : 1;
+            const char* names[] = {"",          " register-staged", " other stages", " alt arithmetic",
+                                   " shuffles", " 4 stages long",   " 4 stages",     " 3 stages long"};
             for (int v = 0; v < n_variants; v++) {
+                if (v == 4 && t != dtype::q4_0) continue;
                 cuda::prefill_options o;
                 o.mma_previous = v == 1;
                 o.mma_pipe_variant = v == 2 ? 1 : v == 3 ? 2 : 0;
                 o.mma_q4_0_shuffles = v == 4;
                 cuda::set_prefill_options(o);
+                cuda::set_mma_q4k_stages(v >= 5 ? v - 4 : 0);
                 for (const auto& sh : shapes) {
                     if (sh[0] == 352 && k_quant) continue;
                     const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
@@ -103,6 +109,7 @@ void check_batch_products() {
                 }
             }
             cuda::set_prefill_options({});
+            cuda::set_mma_q4k_stages(0);
             const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
             report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
                                              "tol {:.0e}",
@@ -110,6 +117,29 @@ void check_batch_products() {
         } catch (const std::exception& e) {
             report(false, fmt::format("batch products {}: {}", dtype_name(t), e.what()));
         }
+    }
+    // The one-launch Q4_K Q/K + Q6_K V pair of the batched step: bit-equal to the two launches, and against the
+    // dp4a kernels as the products above (row counts of whole and partial 16-row tiles).
+    try {
+        const int64_t shapes[][3] = {{4096, 5120, 1024}, {256, 72, 40}, {768, 520, 136}};
+        int64_t differ = 0;
+        double worst = 0;
+        std::string where = "none";
+        for (const auto& sh : shapes)
+            for (int nb : {2, 5, 8}) {
+                const auto [n, e] = cuda::check_batch_pair(sh[0], sh[1], sh[2], nb, uint64_t(nb) * 3 + 5);
+                differ += n;
+                if (e >= worst) {
+                    worst = e;
+                    where = fmt::format("{}+{}x{} B={}", sh[1], sh[2], sh[0], nb);
+                }
+            }
+        report(differ == 0 && worst <= 1e-10,
+               fmt::format("batch products Q4_K+Q6_K one launch: {} outputs differ from the two launches, worst NMSE "
+                           "vs dp4a {:.3e} ({}), tol 1e-10",
+                           differ, worst, where));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("batch products Q4_K+Q6_K one launch: {}", e.what()));
     }
 }
 
@@ -774,12 +804,21 @@ void bench_batch_decode(const std::string& only) {
             // Default (Q4_K/Q8_0/Q4_0: the pipelined kernels), the register-staged kernels before them, the pipelined
             // kernels' other stage/occupancy choice and their alternative arithmetic (F16/BF16: the default only).
             const bool piped = ft == file_type::q8_0 || ft == file_type::q4_0 || ft == file_type::q4_k_m;
-            const char* names[] = {"default", "register-staged", "other stages", "alt arithmetic"};
-            for (int variant : {0, 1, 2, 3, 0}) {
+            // Q4_K_M: the default (Q/K/V of the more-bits layers in one launch) alternated with variant 4, Q/K and V as
+            // two launches (the step before), and 5-7, Q4_K's deeper rings (set_mma_q4k_stages modes 1-3; the older
+            // variants are in docs/cuda-prefill-batch-log.md).
+            const char* names[] = {"default",        "register-staged",
+                                   "other stages",   "alt arithmetic",
+                                   "separate Q/K/V", "Q4_K 4 stages (rows >= 8192)",
+                                   "Q4_K 4 stages",  "Q4_K 3 stages (rows >= 8192)"};
+            const std::vector<int> qkm_list = {0, 4, 5, 6, 7, 0, 4, 5, 6, 7}, other_list = {0, 1, 2, 3, 0};
+            for (int variant : ft == file_type::q4_k_m ? qkm_list : other_list) {
                 if (variant > 0 && !piped) continue;
                 cuda::prefill_options o;
                 o.mma_previous = variant == 1;
-                o.mma_pipe_variant = variant >= 2 ? variant - 1 : 0;
+                o.mma_pipe_variant = variant == 2 || variant == 3 ? variant - 1 : 0;
+                cuda::set_mma_pair(variant != 4);
+                cuda::set_mma_q4k_stages(variant >= 5 ? variant - 4 : 0);
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
                 fmt::print("          {}:", names[variant]);
@@ -791,6 +830,8 @@ void bench_batch_decode(const std::string& only) {
                 std::fflush(stdout);
             }
             cuda::set_prefill_options({});
+            cuda::set_mma_pair(true);
+            cuda::set_mma_q4k_stages(0);
             const double single2 = 128 / d->bench_decode(128, 16, 1);
             fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
         } catch (const std::exception& e) {

@@ -23,6 +23,8 @@
 
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/matvec-mma-util.cuh"
+#include "backends/cuda/mma-pair.h"
 #include "backends/cuda/prefill-kernels.h"
 
 namespace memtile::cuda {
@@ -30,6 +32,7 @@ namespace {
 
 using detail::griddep_launch;
 using detail::griddep_wait;
+using namespace mma_util;
 
 constexpr int k_warps = 8;
 int g_unroll = 0;               // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
@@ -37,85 +40,7 @@ bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layo
 bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
 bool g_previous = false;        // Q4_K/Q8_0/Q4_0: the register-staged kernels instead of the pipelined ones (A/B)
 int g_pipe_variant = 0;         // pipelined kernels: 1 the other stage/occupancy choice, 2 the ALT arithmetic (A/B)
-
-__device__ __forceinline__ void mma_s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};\n"
-        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-// The same with unsigned A (4-bit quants: low nibbles 0..15, high nibbles in place, 16 q).
-__device__ __forceinline__ void mma_u8s8_k32(const int (&a)[4], int b0, int b1, int (&c)[4]) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};\n"
-        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-__device__ __forceinline__ void mma_s8_k16(int a0, int a1, int b0, int (&c)[4]) {
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
-        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-        : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-__device__ __forceinline__ void mma_f16_k16(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&c)[4]) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 4x4 word transpose within a quad: lane t holds v = words 0..3 of group t (16 bytes of one row); on return
-// o[j] = word t of group j, the A-fragment word of lane t for group j. Two butterfly rounds of 2 shuffles.
-__device__ __forceinline__ void quad_transpose(const int4& v, int (&o)[4], int t) {
-    const bool odd = t & 1, hi = t & 2;
-    // Round 1 (lane t ^ 1): keep words k with k % 2 == t % 2 (e0: k = t % 2, e1: k = t % 2 + 2), send the others.
-    const int e0 = odd ? v.y : v.x, e1 = odd ? v.w : v.z;
-    const int f0 = __shfl_xor_sync(0xffffffffu, odd ? v.x : v.y, 1);  // group t ^ 1, word t % 2
-    const int f1 = __shfl_xor_sync(0xffffffffu, odd ? v.z : v.w, 1);  // group t ^ 1, word t % 2 + 2
-    // Round 2 (lane t ^ 2): keep word t of groups t, t ^ 1; receive word t of groups t ^ 2, t ^ 3.
-    const int g0 = __shfl_xor_sync(0xffffffffu, hi ? e0 : e1, 2);
-    const int g1 = __shfl_xor_sync(0xffffffffu, hi ? f0 : f1, 2);
-    const int k0 = hi ? e1 : e0, k1 = hi ? f1 : f0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int d = j ^ t;
-        o[j] = d == 0 ? k0 : d == 1 ? k1 : d == 2 ? g0 : g1;
-    }
-}
-
-// float(c) for |c| < 2^22 without a conversion instruction: c added to the mantissa of 1.5 * 2^23, exact.
-__device__ __forceinline__ float int_to_float_exact(int c) {
-    return __int_as_float(0x4B400000 + c) - 12582912.0f;
-}
-template <bool Exact>
-__device__ __forceinline__ float to_float(int c) {
-    return Exact ? int_to_float_exact(c) : float(c);
-}
-// float(byte I of v): by a byte permute into 2^23's mantissa (Exact) or by I2F.
-template <bool Exact, int I>
-__device__ __forceinline__ float byte_to_float(uint32_t v) {
-    if constexpr (Exact)
-        return byte_float<I>(v);
-    else
-        return float((v >> (8 * I)) & 0xffu);
-}
-
-// Four 8x8 b16 matrices from shared memory (row addresses from lanes 8m..8m+7 for matrix m): o[m] = row
-// lane / 4, bytes 4 (lane % 4).. of matrix m.
-__device__ __forceinline__ void ldmatrix_x4(const void* row, int (&o)[4]) {
-    const unsigned a = unsigned(__cvta_generic_to_shared(row));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3])
-                 : "r"(a)
-                 : "memory");
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-__device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
-    return pack_half2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
+int g_q4k_stages = 0;           // Q4_K pipelined kernel at up to 8 sequences: deeper rings (launch_pipe_nt; A/B)
 
 // The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
 // of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
@@ -150,12 +75,12 @@ __device__ __forceinline__ void store_warp_tiles(const float (&acc)[NT][4], int 
 // the fragments; without RW the lanes load the fragment layout directly (rows not a multiple of 64 bytes).
 // LDSM (row-wise Q4_0): fragments by ldmatrix from shared memory instead of quad shuffles, and integer dots
 // converted by an exact add instead of I2F (measured together: Q4_0 B=8 5.23x vs 4.85x, docs/cuda.md).
+// The kernel's work for row tile blk (its own kernel below, or a part of matvec_mma_pair_kernel).
 template <dtype T, int NT, int KU, bool RW, bool LDSM>
-__global__ void __launch_bounds__(32 * k_warps)
-    matvec_mma_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
-                      float* y, int64_t y_stride, int accumulate) {
+__device__ __forceinline__ void mma_rows(unsigned blk, gpu_weight w, int nb, const float* x, const int8_t* xq,
+                                         const float* xd, const float* xs, float* y, int64_t y_stride, int accumulate) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t row0 = int64_t(blockIdx.x) * 16;
+    const int64_t row0 = int64_t(blk) * 16;
     const int64_t rA = min(row0 + g, w.n_out - 1), rB = min(row0 + g + 8, w.n_out - 1);
     const int n_in = int(w.n_in), ng = n_in / 32;
     const uint8_t* qA = w.q + rA * w.q_row_bytes;
@@ -621,6 +546,12 @@ __global__ void __launch_bounds__(32 * k_warps)
 
     store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
+template <dtype T, int NT, int KU, bool RW, bool LDSM>
+__global__ void __launch_bounds__(32 * k_warps)
+    matvec_mma_kernel(gpu_weight w, int nb, const float* x, const int8_t* xq, const float* xd, const float* xs,
+                      float* y, int64_t y_stride, int accumulate) {
+    mma_rows<T, NT, KU, RW, LDSM>(blockIdx.x, w, nb, x, xq, xd, xs, y, y_stride, accumulate);
+}
 
 // Pipelined kernels (Q4_K, Q8_0, Q4_0): each warp streams its units (16 rows x QB quant bytes plus their row scales)
 // through a ring of S stages in shared memory with cp.async, 16 contiguous bytes of a row per lane (XOR-swizzled
@@ -657,6 +588,8 @@ struct pipe_unit {
     static constexpr int elems = T == dtype::q4_k ? 256 : T == dtype::q4_0 ? 128 : 64;
     static constexpr int stage_bytes = 16 * (qb + side);
 };
+constexpr int k_static_ring = 44 * 1024;  // larger rings: dynamic shared memory (launch_pipe)
+
 // Byte offset of 16-byte chunk c of row r in a stage: 8 rows of one chunk (an ldmatrix matrix) hit distinct banks.
 template <int QB>
 __device__ __forceinline__ int pipe_slot(int r, int c) {
@@ -667,17 +600,25 @@ __device__ __forceinline__ int pipe_slot(int r, int c) {
 // (56-64 registers); 16 sequences 2. ALT (A/B only): Q8_0 / Q4_0 convert the integer dots to float by an exact add
 // (1.5 * 2^23 + c) instead of I2F; Q4_K scales each group's dot in f32 (the register-staged kernel's arithmetic,
 // conversions by exact adds) instead of summing the 8 sub-blocks' scaled dots of a super-block in integers.
-template <dtype T, int NT, int S, int MB, bool ALT>
-__global__ void __launch_bounds__(32 * k_warps, MB)
-    matvec_mma_pipe_kernel(gpu_weight w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
-                           int64_t y_stride, int accumulate) {
+template <dtype T, int NT, int S, bool ALT>
+__device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, const int8_t* xq, const float* xd,
+                                          const float* xs, float* y, int64_t y_stride, int accumulate) {
     using U = pipe_unit<T>;
     constexpr bool EXACT = ALT;
     constexpr int QB = U::qb, CPR = QB / 16, CR = 16 * QB / 512;  // chunks per row, copies per lane and unit
-    __shared__ __align__(16) uint8_t ring[k_warps][S][U::stage_bytes];
+    // Rings over 44 KB (Q4_K at 3-4 stages) are dynamic shared memory: static shared memory is capped at 48 KB.
+    constexpr bool dyn = k_warps * S * U::stage_bytes > k_static_ring;
+    __shared__ __align__(16) uint8_t ring[dyn ? 1 : k_warps][dyn ? 1 : S][dyn ? 16 : U::stage_bytes];
+    extern __shared__ __align__(16) uint8_t ring_dynamic[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t row0 = int64_t(blockIdx.x) * 16;
+    const int64_t row0 = int64_t(blk) * 16;
     const int n_in = int(w.n_in), n_u = n_in / U::elems;
+    auto stage = [&](int k) -> uint8_t* {
+        if constexpr (dyn)
+            return ring_dynamic + (warp * S + k % S) * U::stage_bytes;
+        else
+            return ring[warp][k % S];
+    };
     const int n_mine = warp < n_u ? (n_u - 1 - warp) / k_warps + 1 : 0;  // units warp, warp + 8, ...
     // Copy roles: chunk lane % CPR of rows lane / CPR + (32 / CPR) i; the scales of row lane % 16.
     const uint8_t* src[CR];
@@ -695,7 +636,7 @@ __global__ void __launch_bounds__(32 * k_warps, MB)
     auto issue = [&](int k) {
         if (k < n_mine) {
             const int u = warp + k * k_warps;
-            uint8_t* st = ring[warp][k % S];
+            uint8_t* st = stage(k);
 #pragma unroll
             for (int i = 0; i < CR; i++) cp_async16(st + dst[i], src[i] + int64_t(u) * QB);
             uint8_t* ss = st + 16 * QB;
@@ -742,7 +683,7 @@ __global__ void __launch_bounds__(32 * k_warps, MB)
         cp_async_wait<S - 1>();
         __syncwarp();
         const int u = warp + k * k_warps;
-        const uint8_t* sq = ring[warp][k % S];
+        const uint8_t* sq = stage(k);
         const uint8_t* ss = sq + 16 * QB;
         if constexpr (T == dtype::q4_k && !ALT) {
             // One activation scale per super-block (K-format activations are quantized with q_block 256), so
@@ -905,11 +846,44 @@ __global__ void __launch_bounds__(32 * k_warps, MB)
 }
 
 template <dtype T, int NT, int S, int MB, bool ALT>
+__global__ void __launch_bounds__(32 * k_warps, MB)
+    matvec_mma_pipe_kernel(gpu_weight w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
+                           int64_t y_stride, int accumulate) {
+    pipe_rows<T, NT, S, ALT>(blockIdx.x, w, nb, xq, xd, xs, y, y_stride, accumulate);
+}
+
+// Two products of the same activations in one launch (the batched step's Q4_K Q/K rows and Q6_K V rows of
+// Q4_K_M's more-bits layers): blocks 0..n_b - 1 are the Q6_K kernel's row tiles (the longer ones, so they start
+// first), the rest the Q4_K pipelined kernel's (8 sequences at most: one column tile, 2 stages, 2 blocks per SM).
+// Each block runs exactly its own kernel's code, so the results are bit-equal to the two launches; the small V
+// product (64 blocks for 1024 rows) no longer runs alone on the GPU.
+__global__ void __launch_bounds__(32 * k_warps, 2)
+    matvec_mma_pair_kernel(gpu_weight wa, float* ya, gpu_weight wb, float* yb, int n_b, int nb, const int8_t* xq,
+                           const float* xd, const float* xs, int64_t y_stride) {
+    if (blockIdx.x < unsigned(n_b))
+        mma_rows<dtype::q6_k, 1, 8, false, false>(blockIdx.x, wb, nb, nullptr, xq, xd, xs, yb, y_stride, 0);
+    else
+        pipe_rows<dtype::q4_k, 1, 2, false>(blockIdx.x - unsigned(n_b), wa, nb, xq, xd, xs, ya, y_stride, 0);
+}
+
+template <dtype T, int NT, int S, int MB, bool ALT>
 void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                  int64_t y_stride, bool accumulate, cudaStream_t s) {
     const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y, y_stride,
-                   accumulate ? 1 : 0);
+    constexpr int ring_bytes = k_warps * S * pipe_unit<T>::stage_bytes;
+    if constexpr (ring_bytes > k_static_ring) {
+        static const bool configured = [] {  // also done by prepare_mma_kernels, outside graph captures
+            cudaFuncSetAttribute(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 ring_bytes);
+            return true;
+        }();
+        (void)configured;
+        detail::launch_smem(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, ring_bytes, s, w, nb, xq,
+                            xd, xs, y, y_stride, accumulate ? 1 : 0);
+    } else {
+        detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y,
+                       y_stride, accumulate ? 1 : 0);
+    }
 }
 
 // Stages per warp and minimum blocks per SM (measured, docs/cuda.md), with the other choice as variant 1:
@@ -920,8 +894,15 @@ template <dtype T, int NT, bool ALT>
 void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                     int64_t y_stride, bool accumulate, cudaStream_t s, bool other) {
     if constexpr (T == dtype::q4_k) {
+        // g_q4k_stages (A/B): 1 = 4 stages for rows of >= 8,192 elements (the down matrix: 7 super-blocks per warp
+        // in one wave of 256 blocks), 2 = 4 stages everywhere, 3 = 3 stages for rows of >= 8,192 (2 blocks per SM).
+        const int deep = NT == 1 && !ALT && !other && (g_q4k_stages == 2 || w.n_in >= 8192) ? g_q4k_stages : 0;
         if (NT == 1 && other)
             launch_pipe<T, 1, 2, 3, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else if (deep == 1 || deep == 2)
+            launch_pipe<T, 1, 4, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else if (deep == 3)
+            launch_pipe<T, 1, 3, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
         else
             launch_pipe<T, NT, 2, 2, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
     } else {
@@ -1003,7 +984,36 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
     launch_units<T, false, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, !four);
 }
 
+bool g_pair = true;  // matvec_mma_pair_kernel where it applies (A/B: the two launches)
+
 }  // namespace
+
+void set_mma_pair(bool on) {
+    g_pair = on;
+}
+void set_mma_q4k_stages(int mode) {
+    g_q4k_stages = mode >= 0 && mode <= 3 ? mode : 0;
+}
+void prepare_mma_kernels() {
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 4, 2, false>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * 4 * pipe_unit<dtype::q4_k>::stage_bytes);
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 3, 2, false>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * 3 * pipe_unit<dtype::q4_k>::stage_bytes);
+}
+
+bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, int n_rows,
+                            const int8_t* xq, const float* xd, const float* xs, int64_t y_stride, cudaStream_t s) {
+    // Only where the two launches would run exactly these kernels: defaults, 2..8 sequences, whole super-blocks.
+    if (!g_pair || g_previous || g_fragment_loads || g_unroll != 0 || g_pipe_variant != 0) return false;
+    if (n_rows < 2 || n_rows > 8 || a.type != dtype::q4_k || b.type != dtype::q6_k) return false;
+    if (a.n_in != b.n_in || a.n_in % 256 != 0) return false;
+    const int n_b = int((b.n_out + 15) / 16), n_a = int((a.n_out + 15) / 16);
+    detail::launch(matvec_mma_pair_kernel, unsigned(n_a + n_b), 32 * k_warps, s, a, ya, b, yb, n_b, n_rows, xq, xd, xs,
+                   y_stride);
+    return true;
+}
 
 void set_mma_unroll(int units, bool fragment_loads, bool q4_0_shuffles, bool previous, int pipe_variant) {
     g_unroll = units == 4 || units == 8 ? units : 0;

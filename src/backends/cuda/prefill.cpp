@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <vector>
 
 #include "backends/cuda/blas-loader.h"
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
+#include "backends/cuda/mma-pair.h"
 #include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
@@ -237,6 +239,7 @@ public:
         used_.assign(size_t(max_seq), 0);
         logits_host_.resize(B * size_t(V));
         prefill_ = std::make_unique<prefill_pass>(m, stream_);
+        prepare_mma_kernels();
     }
     ~cuda_batch_decoder() override {
         sampler_.reset();
@@ -438,8 +441,12 @@ private:
             uint16_t* vc = v_cache_ + il * layer_kv_;
             launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_, xs_,
                                   s);
-            for (const auto& p : L.qkv)
-                launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
+            const bool pair = tc && L.qkv.size() == 2 &&
+                              launch_matvec_mma_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w,
+                                                     qkv_ + L.qkv[1].offset, b, xq_, xd_, xs_, QKV, s);
+            if (!pair)
+                for (const auto& p : L.qkv)
+                    launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
             launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
                                    matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
@@ -524,6 +531,62 @@ double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, ui
         den += double(r[i]) * r[i];
     }
     return den > 0 ? num / den : num;
+}
+
+std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_t rows_b, int n_rows, uint64_t seed) {
+    require_device();
+    if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
+    device_arena arena;
+    auto make = [&](dtype t, int64_t n_out, uint64_t sd) {
+        gpu_weight w;
+        w.type = t;
+        w.n_in = n_in;
+        w.n_out = n_out;
+        w.q_row_bytes = device_q_row_bytes(t, n_in);
+        const int64_t d_row = device_d_row_elems(t, n_in);
+        w.q = arena.get_n<uint8_t>(size_t(w.q_row_bytes * n_out));
+        w.d = d_row ? arena.get_n<uint16_t>(size_t(d_row * n_out)) : nullptr;
+        launch_fill_random(w, sd, nullptr);
+        return w;
+    };
+    const gpu_weight wa = make(dtype::q4_k, rows_a, seed), wb = make(dtype::q6_k, rows_b, seed + 1);
+    std::vector<float> hx(size_t(n_in) * size_t(n_rows));
+    uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (size_t i = 0; i < hx.size(); i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        hx[i] = (float(uint32_t(z >> 40)) / float(1u << 24) * 2.0f - 1.0f) * (1.0f + float(i / size_t(n_in)));
+    }
+    auto* x = arena.get_n<float>(hx.size());
+    check(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload");
+    auto* xq = arena.get_n<int8_t>(hx.size());
+    auto* xd = arena.get_n<float>(hx.size() / 32 + 1);
+    auto* xs = arena.get_n<float>(hx.size() / 32 + 1);
+    launch_quantize_rows(x, n_rows, n_in, 256, xq, xd, xs, nullptr);
+    const int64_t ld = rows_a + rows_b;  // [n_rows, ld]: a's rows, then b's
+    const size_t n_y = size_t(ld) * size_t(n_rows);
+    float* y[3] = {arena.get_n<float>(n_y), arena.get_n<float>(n_y), arena.get_n<float>(n_y)};
+    for (float* p : y) check(cudaMemset(p, 0xff, n_y * 4), "cudaMemset");  // NaN: rows left unwritten show
+    if (!launch_matvec_mma_pair(wa, y[0], wb, y[0] + rows_a, n_rows, xq, xd, xs, ld, nullptr))
+        fail("cuda", "the Q4_K + Q6_K pair launch does not apply to n_in {}, {} rows", n_in, n_rows);
+    for (int k = 1; k < 3; k++) {  // 1: the two tensor-core launches, 2: the dp4a kernels
+        launch_matvec_batch(wa, n_rows, x, xq, xd, xs, y[k], ld, false, k == 1, nullptr);
+        launch_matvec_batch(wb, n_rows, x, xq, xd, xs, y[k] + rows_a, ld, false, k == 1, nullptr);
+    }
+    check(cudaDeviceSynchronize(), "pair products");
+    std::vector<float> h[3];
+    for (int k = 0; k < 3; k++) {
+        h[k].resize(n_y);
+        check(cudaMemcpy(h[k].data(), y[k], n_y * 4, cudaMemcpyDeviceToHost), "download");
+    }
+    int64_t differ = 0;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n_y; i++) {
+        if (std::memcmp(&h[0][i], &h[1][i], 4) != 0) differ++;
+        if (!std::isfinite(h[0][i])) return {differ, INFINITY};
+        num += (double(h[0][i]) - h[2][i]) * (double(h[0][i]) - h[2][i]);
+        den += double(h[2][i]) * h[2][i];
+    }
+    return {differ, den > 0 ? num / den : num};
 }
 
 double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {

@@ -1,0 +1,34 @@
+// The batched step's Q/K/V products of Q4_K_M's more-bits layers in one launch (matvec-mma.cu: Q4_K Q/K rows and
+// Q6_K V rows of the same activations), its A/B switch and its check against the two launches and the dp4a kernels.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "backends/cuda/cuda-kernels.h"
+
+namespace memtile::cuda {
+
+// y = W x (no accumulation) for Q4_K a [rows_a, n_in] into ya and Q6_K b [rows_b, n_in] into yb, n_rows sequences'
+// group-major int8 activations (prefill-kernels.h), output rows y_stride apart; bit-equal to launch_matvec_batch of
+// each. Returns false (nothing launched) where it does not apply: other types or widths, n_rows outside 2..8,
+// non-default mma options (set_mma_unroll), or switched off.
+bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, int n_rows,
+                            const int8_t* xq, const float* xd, const float* xs, int64_t y_stride, cudaStream_t s);
+// Default on; off (A/B): the two launches. Batched decoders read it when they capture a batch size.
+void set_mma_pair(bool on);
+// Q4_K pipelined products at up to 8 sequences with deeper cp.async rings (A/B, bit-equal: same units, order and
+// arithmetic): 0 = 2 stages (default), 1 = 4 stages for rows of >= 8,192 elements, 2 = 4 stages for all, 3 = 3
+// stages for rows of >= 8,192. Rings over 44 KB use dynamic shared memory, whose limit prepare_mma_kernels raises
+// (outside graph captures: batched decoders call it when made).
+void set_mma_q4k_stages(int mode);
+void prepare_mma_kernels();
+
+// The pair on random weights (Q4_K [rows_a, n_in], Q6_K [rows_b, n_in]) and n_rows sequences: first the number of
+// outputs that differ from the two tensor-core launches (0 expected: bit-equal), second the NMSE against the dp4a
+// kernels. Fails if the pair does not apply to these arguments.
+std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_t rows_b, int n_rows, uint64_t seed);
+
+}  // namespace memtile::cuda
