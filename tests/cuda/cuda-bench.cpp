@@ -1,0 +1,462 @@
+// Benchmarks of memtile-cuda-check (see cuda-check.cpp for the options): matvec alone, batch-1 decode of llama3-8b
+// shapes against the HBM read bandwidth probed in the same run, fusion/early/prefetch A/B lists, batched decode,
+// prefill and sampling.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/mma-pair.h"
+#include "core/error.h"
+#include "cuda/cuda-check-common.h"
+#include "models/presets.h"
+#include "quant/quant.h"
+#include "support/cuda-checks.h"
+#include "support/sampling-checks.h"
+
+namespace memtile::cuda_check {
+
+void bench(const cuda::bandwidth_probe& bw, bool sweep) {
+    fmt::print("\nmatvec alone (one [n_out x n_in] product, cold weights, GB/s of weight bytes):\n");
+    const dtype types[] = {dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_0, dtype::q4_0, dtype::f16, dtype::bf16};
+    for (dtype t : types) {
+        const double a = cuda::bench_matvec(t, 4096, 14336, 20), b = cuda::bench_matvec(t, 14336, 4096, 20),
+                     c = cuda::bench_matvec(t, 4096, 4096, 20);
+        fmt::print("  {:<5} 4096->14336 {:7.0f}  14336->4096 {:7.0f}  4096->4096 {:7.0f}  ({:.2f} of probe)\n",
+                   dtype_name(t), a, b, c, a / bw.hbm_read_gbs);
+    }
+    if (sweep) {
+        fmt::print("\nblock shapes (rows x warps per row), GB/s, 20 launches in one graph with PDL:\n");
+        const int shapes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 4}};
+        struct mat {
+            int64_t n_in, n_out;
+        };
+        const mat mats[] = {{4096, 28672}, {4096, 6144}, {4096, 4096}, {14336, 4096}, {4096, 128256}, {4096, 1024}};
+        for (dtype t : {dtype::q4_k, dtype::q6_k}) {
+            for (const auto& m : mats) {
+                std::string line = fmt::format("  {:<5} {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);
+                for (const auto& sh : shapes)
+                    line += fmt::format("  {}x{} {:4.0f}", sh[0], sh[1],
+                                        cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]));
+                fmt::print("{}\n", line);
+                std::fflush(stdout);
+            }
+        }
+    }
+    fmt::print("\nbatch-1 decode, llama3-8b shapes, random weights of each file type's tensor types:\n");
+    const auto& preset = find_preset("llama3-8b");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
+    for (file_type ft : fts) {
+        // A/B in one run: the same graph without and with programmatic dependent launch.
+        for (bool pdl : {false, true}) {
+            try {
+                cuda::set_pdl(pdl);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const int n = 128, warm = 16;
+                const double s = d->bench_decode(n, warm, 1);
+                const double tps = n / s;
+                const double bytes = double(d->streamed_bytes_per_token());
+                const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                fmt::print(
+                    "  {:<7} {} tg{} {:7.1f} tok/s  {:6.2f} GB/token  {:6.0f} GB/s  limit {:6.1f} tok/s  ratio "
+                    "{:.3f}\n",
+                    file_type_name(ft), pdl ? "pdl   " : "no-pdl", n, tps, bytes / 1e9, bytes * tps / 1e9, limit,
+                    tps / limit);
+                if (pdl) fmt::print("          {}\n", d->summary());
+                std::fflush(stdout);
+            } catch (const std::exception& e) {
+                report(false, fmt::format("bench {}: {}", file_type_name(ft), e.what()));
+            }
+        }
+    }
+}
+
+// Q6_K A/B (session 5, branch gq6): the Q6_K and Q4_K matvecs alone on the Q4_K_M llama3-8b shapes, with sweep the
+// Q6_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only public
+// entry points, so the same driver builds against another tree for a same-run comparison.
+void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
+    struct mat {
+        int64_t n_in, n_out;
+    };
+    const mat mats[] = {{4096, 14336}, {14336, 4096}, {4096, 4096}, {4096, 1024}, {4096, 128256}};
+    fmt::print("\nq6 bench: matvec alone (GB/s of weight bytes, 20 launches in one graph), probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    for (dtype t : {dtype::q6_k, dtype::q4_k}) {
+        std::string line = fmt::format("  {:<5}", dtype_name(t));
+        for (const auto& m : mats)
+            line += fmt::format("  {}->{} {:5.0f}", m.n_in, m.n_out, cuda::bench_matvec(t, m.n_in, m.n_out, 20));
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+    }
+    if (sweep) {
+        const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}};
+        for (const auto& m : mats) {
+            std::string line = fmt::format("  q6_k shapes {:>6}x{:<6}", m.n_out, m.n_in);
+            for (const auto& sh : shapes)
+                line += fmt::format("  {}x{} {:5.0f}", sh[0], sh[1],
+                                    cuda::bench_matvec(dtype::q6_k, m.n_in, m.n_out, 20, sh[0], sh[1]));
+            fmt::print("{}\n", line);
+            std::fflush(stdout);
+        }
+    }
+    const auto& preset = find_preset("llama3-8b");
+    for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const double s = d->bench_decode(128, 16, 1), tps = 128 / s;
+            const double bytes = double(d->streamed_bytes_per_token());
+            fmt::print("  q6 bench {:<7} tg128 {:7.1f} tok/s  {:5.2f} GB/token  ratio {:.3f}", file_type_name(ft), tps,
+                       bytes / 1e9, tps * bytes / (bw.hbm_read_gbs * 1e9));
+            if (ft == file_type::q4_k_m) {
+                auto batch = d->make_batch(16, 256);
+                const double b8 = 8 * 64 / batch->bench(8, 64, 8, 1);
+                fmt::print("  B=8 {:.1f} tok/s ({:.2f}x)", b8, b8 / tps);
+            }
+            fmt::print("\n");
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("q6 bench {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+}
+
+// Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with each mask of `masks` (default "0;2";
+// the list run twice, alternated, for the drift within the run), then the batched step at B=8 (which does not use
+// them) against the single-sequence graph of the first and last mask.
+void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<unsigned> list;
+    for (const auto& e : split_list(masks)) list.push_back(unsigned(std::strtoul(e.c_str(), nullptr, 0)));
+    if (list.empty()) list = {0u, 2u};
+    fmt::print(
+        "\ndecode fusions, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s (masks of "
+        "set_decode_fusion, the list twice):\n",
+        bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
+        try {
+            for (int pass = 0; pass < 2; pass++)
+                for (unsigned v : list) {
+                    cuda::set_decode_fusion(v);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const int n = 128, warm = 16;
+                    const double s = d->bench_decode(n, warm, 1);
+                    const double tps = n / s, bytes = double(d->streamed_bytes_per_token());
+                    const double limit = bw.hbm_read_gbs * 1e9 / bytes;
+                    fmt::print(
+                        "  {:<7} fuse {:2} tg{} {:7.1f} tok/s  {:7.1f} us/token  {:5.2f} us/layer  ratio {:.3f}\n",
+                        file_type_name(ft), v, n, tps, 1e6 / tps, 1e6 / tps / preset.config.n_layer, tps / limit);
+                    std::fflush(stdout);
+                }
+            for (unsigned v : {list.front(), list.back()}) {
+                cuda::set_decode_fusion(v);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const double single = 128 / d->bench_decode(128, 16, 1);
+                auto batch = d->make_batch(16, 256);
+                const double b8 = 8 * 64 / batch->bench(8, 64, 8, 1);
+                fmt::print("  {:<7} fuse {:2} batched: single graph {:.1f} tok/s, B=8 {:.1f} tok/s ({:.2f}x)\n",
+                           file_type_name(ft), v, single, b8, b8 / single);
+                std::fflush(stdout);
+            }
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench fusion {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_decode_fusion(cuda::k_decode_fusion_default);
+}
+
+// Weight loads before the PDL wait (cuda::set_matvec_early) in the decode step: tg128 of each file type at each listed
+// level, the list run twice (alternated, for the drift within the run); `--only TYPE` picks one file type.
+void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<int> levels;
+    for (const auto& e : split_list(list)) levels.push_back(int(std::strtol(e.c_str(), nullptr, 10)));
+    fmt::print("\nearly weight loads, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::bf16, file_type::q4_0};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (int level : levels) {
+                try {
+                    cuda::set_matvec_early(level);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} early {} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), level, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("bench early {} {}: {}", level, file_type_name(ft), e.what()));
+                }
+            }
+    }
+    cuda::set_matvec_early(4);
+}
+
+// Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch): tg128 of each file type with each
+// setting of `list` ("TASKS,MASK[,CARVEOUT[,EARLY]]", ';'-separated), the list run twice (alternated); `--only TYPE`.
+void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<prefetch_setting> settings;
+    for (const auto& e : split_list(list)) settings.push_back(parse_prefetch(e));
+    fmt::print("\nstaged weights, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16, file_type::bf16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (const auto& p : settings) {
+                try {
+                    apply(p);
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} prefetch {:<12} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), p.name, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& e) {
+                    report(false, fmt::format("bench prefetch {} {}: {}", p.name, file_type_name(ft), e.what()));
+                }
+            }
+    }
+    apply(parse_prefetch("-1"));
+}
+
+// Batched decode alone: aggregate tok/s of B sequences per step vs the single-sequence graph of the same
+// decoder, per file type, with the MMA kernels' two unroll settings side by side (A/B in one run).
+void bench_batch_decode(const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    fmt::print("\nbatched decode, llama3-8b shapes, random weights (64 steps after 8, contexts of 256):\n");
+    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::bf16, file_type::q4_0};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const double single = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("  {:<7} single-sequence graph {:.1f} tok/s\n", file_type_name(ft), single);
+            // Default (Q4_K/Q8_0/Q4_0: the pipelined kernels), the register-staged kernels before them, the pipelined
+            // kernels' other stage/occupancy choice and their alternative arithmetic (F16/BF16: the default only).
+            const bool piped = ft == file_type::q8_0 || ft == file_type::q4_0 || ft == file_type::q4_k_m;
+            // Q4_K_M: the default (Q/K/V of the more-bits layers in one launch) alternated with variant 4, Q/K and V as
+            // two launches (the step before), and 5-7, Q4_K's deeper rings (set_mma_q4k_stages modes 1-3; the older
+            // variants are in docs/cuda-prefill-batch-log.md).
+            const char* names[] = {"default",        "register-staged",
+                                   "other stages",   "alt arithmetic",
+                                   "separate Q/K/V", "Q4_K 4 stages (rows >= 8192)",
+                                   "Q4_K 4 stages",  "Q4_K 3 stages (rows >= 8192)"};
+            const std::vector<int> qkm_list = {0, 4, 5, 6, 7, 0, 4, 5, 6, 7}, other_list = {0, 1, 2, 3, 0};
+            for (int variant : ft == file_type::q4_k_m ? qkm_list : other_list) {
+                if (variant > 0 && !piped) continue;
+                cuda::prefill_options o;
+                o.mma_previous = variant == 1;
+                o.mma_pipe_variant = variant == 2 || variant == 3 ? variant - 1 : 0;
+                cuda::set_mma_pair(variant != 4);
+                cuda::set_mma_q4k_stages(variant >= 5 ? variant - 4 : 0);
+                cuda::set_prefill_options(o);
+                auto batch = d->make_batch(16, 256);
+                fmt::print("          {}:", names[variant]);
+                for (int b : {1, 2, 4, 8, 16}) {
+                    const double bs = batch->bench(b, 64, 8, 1);
+                    fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);
+                }
+                fmt::print("\n");
+                std::fflush(stdout);
+            }
+            cuda::set_prefill_options({});
+            cuda::set_mma_pair(true);
+            cuda::set_mma_q4k_stages(0);
+            const double single2 = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench batch {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_prefill_options({});
+}
+
+void bench_prefill_batch(const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    fmt::print(
+        "\ncuBLAS f16 GEMM alone, 512 tokens (TFLOPS): 4096->6144 {:.0f}, 4096->4096 {:.0f}, 4096->28672 {:.0f}, "
+        "14336->4096 {:.0f}\n",
+        cuda::bench_gemm_f16(512, 4096, 6144, 10), cuda::bench_gemm_f16(512, 4096, 4096, 10),
+        cuda::bench_gemm_f16(512, 4096, 28672, 10), cuda::bench_gemm_f16(512, 14336, 4096, 10));
+    fmt::print("\nprefill pp512, llama3-8b shapes, random weights (median of 3 after a warm-up):\n");
+    const file_type fts[] = {file_type::q4_k_m, file_type::f16, file_type::q8_0, file_type::bf16, file_type::q4_0};
+    for (file_type ft : fts) {
+        if (!only.empty() && only != file_type_name(ft)) continue;
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 1024, 11);
+            const double s = d->bench_prefill(512, 3);
+            const auto& c = preset.config;
+            const double layer_params = double(c.n_embd) * double(c.q_dim() + 2 * c.kv_dim()) +
+                                        double(c.q_dim()) * c.n_embd + 3.0 * c.n_embd * c.n_ff;
+            const double tflops = 2.0 * 512 * layer_params * c.n_layer / s / 1e12;
+            fmt::print("  {:<7} pp512 {:8.0f} tok/s  ({:.2f} ms, layer GEMMs {:.0f} TFLOPS)\n", file_type_name(ft),
+                       512 / s, s * 1e3, tflops);
+            if (ft == file_type::q4_k_m || ft == file_type::f16) {
+                cuda::prefill_options o;
+                o.dequant_chunk_bytes = 1ull << 40;  // whole matrices
+                cuda::set_prefill_options(o);
+                const double s_whole = d->bench_prefill(512, 3);
+                o = {};
+                o.reference_attention = true;
+                cuda::set_prefill_options(o);
+                const double s_ref = d->bench_prefill(512, 1);
+                cuda::set_prefill_options({});
+                const double s2 = d->bench_prefill(512, 3);
+                const double s_long = d->bench_prefill(1024, 2);
+                fmt::print(
+                    "          same run: whole-matrix dequant {:.0f} tok/s, scalar attention {:.0f} tok/s, "
+                    "default again {:.0f} tok/s, pp1024 {:.0f} tok/s\n",
+                    512 / s_whole, 512 / s_ref, 512 / s2, 1024 / s_long);
+            }
+            // Batched decode: aggregate tok/s of b sequences per step vs the batch-1 decode graph.
+            const double single = 128 / d->bench_decode(128, 16, 1);
+            auto batch = d->make_batch(16, 256);
+            fmt::print("          decode: single-sequence graph {:.1f} tok/s; batched aggregate:", single);
+            for (int b : {1, 2, 4, 8, 16}) {
+                const double bs = batch->bench(b, 64, 8, 1);
+                fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);
+            }
+            cuda::prefill_options o;
+            o.reference_batch_products = true;
+            cuda::set_prefill_options(o);
+            auto ref = d->make_batch(16, 256);
+            fmt::print("; dp4a/FMA products:");
+            for (int b : {2, 4, 8, 16}) {
+                const double rs = ref->bench(b, 64, 8, 1);
+                fmt::print(" B={} {:.0f} ({:.2f}x)", b, b * 64 / rs, b * 64 / rs / single);
+            }
+            cuda::set_prefill_options({});
+            fmt::print("\n");
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench prefill/batch {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+}
+
+// Decode tok/s of one sequence (random Q4_K_M weights, host loop as memtile run drives it): greedy through the
+// graph's argmax, default sampling on the GPU, default sampling on the host (logits copied back), interleaved
+// in rounds; and the time of one GPU draw alone.
+void bench_sampling() {
+    for (const char* name : {"llama3.2-1b", "llama3-8b"}) {
+        try {
+            const auto& c = find_preset(name).config;
+            const int V = int(c.n_vocab);
+            auto ls = cuda::logits_sampler::create(V);
+            ls->set_logits(test::test_logits(V, 0, 1));
+            sampling_params p_def, p_all, p_greedy_pen;
+            p_all.top_k = 0;
+            p_greedy_pen.temperature = 0;
+            p_greedy_pen.repeat_penalty = 1.1f;
+            sampling_draw dd;
+            std::string per_draw;
+            for (const auto& [what, p] : {std::pair<const char*, sampling_params>{"default", p_def},
+                                          {"top-k off", p_all},
+                                          {"greedy+repeat", p_greedy_pen}}) {
+                sampler s(p);
+                for (int t = 0; t < 64; t++) s.accept(t * 7);
+                s.next_draw(dd);
+                per_draw += fmt::format(" {} {:.1f} us;", what, ls->bench(dd, 200) * 1e6);
+            }
+            auto d = cuda::decoder::random(c, file_type::q4_k_m, 1024, 11);
+            const int n = 128, rounds = 3;
+            double secs[3] = {0, 0, 0};
+            using clk = std::chrono::steady_clock;
+            for (int r = 0; r < rounds; r++)
+                for (int v = 0; v < 3; v++) {
+                    d->reset();
+                    sampler s(p_def);
+                    sampling_draw draw;
+                    const int32_t prompt[1] = {1};
+                    int32_t tok = 1;
+                    const auto t0 = clk::now();
+                    if (v == 0) {
+                        for (int i = 0; i < n; i++) tok = d->forward_greedy(tok);
+                    } else if (v == 1) {
+                        d->append(prompt);
+                        for (int i = 0; i < n; i++) {
+                            s.next_draw(draw);
+                            tok = d->sample(draw);
+                            s.accept(tok);
+                            d->append(std::span<const int32_t>(&tok, 1));
+                        }
+                    } else {
+                        auto logits = d->forward(1);
+                        for (int i = 0; i < n; i++) {
+                            tok = s.sample(logits);
+                            s.accept(tok);
+                            logits = d->forward(tok);
+                        }
+                    }
+                    secs[v] += std::chrono::duration<double>(clk::now() - t0).count();
+                }
+            const double g = rounds * n / secs[0], ds = rounds * n / secs[1], hs = rounds * n / secs[2];
+            fmt::print(
+                "  sampling {:<12} Q4_K_M random weights, vocabulary {}: decode tok/s greedy (graph argmax) "
+                "{:.1f}, default sampling on the GPU {:.1f} ({:.3f}x greedy), on the host {:.1f} ({:.3f}x "
+                "greedy); GPU over host {:.3f}x; one GPU draw:{}\n",
+                name, V, g, ds, ds / g, hs, hs / g, ds / hs, per_draw);
+            std::fflush(stdout);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench sampling {}: {}", name, e.what()));
+        }
+    }
+}
+
+// One batched draw call (device_sampler::sample_rows, default parameters with a repeat penalty window) against
+// b single draws and the host sampler on the same b rows (host time excludes copying [b, n_vocab] back).
+void bench_batch_sampling() {
+    for (int V : {32000, 128256})
+        for (int b : {4, 8}) {
+            try {
+                auto ls = cuda::logits_sampler::create(V);
+                std::vector<float> rows(size_t(b) * size_t(V));
+                for (int r = 0; r < b; r++) {
+                    const auto l = test::test_logits(V, 0, uint64_t(r) + 1);
+                    std::copy(l.begin(), l.end(), rows.begin() + std::ptrdiff_t(size_t(r) * size_t(V)));
+                }
+                sampling_params p;
+                p.repeat_penalty = 1.1f;
+                std::vector<sampler> host;
+                std::vector<sampling_draw> draws(static_cast<size_t>(b));
+                for (int r = 0; r < b; r++) {
+                    p.seed = uint64_t(r);
+                    host.emplace_back(p);
+                    for (int t = 0; t < 64; t++) host.back().accept((t * 7 + r) % V);
+                    sampler(host.back()).next_draw(draws[size_t(r)]);
+                }
+                ls->sample_rows(rows, draws, true);
+                const double batched = ls->bench_rows(draws, 100);
+                ls->set_logits({rows.data(), size_t(V)});
+                const double single = ls->bench(draws[0], 100);
+                const int reps = 20;
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < reps; i++)
+                    for (int r = 0; r < b; r++)
+                        host[size_t(r)].sample({rows.data() + size_t(r) * size_t(V), size_t(V)});
+                const double on_host =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+                fmt::print(
+                    "  batched sampling vocabulary {:>6}, {} rows: one sample_rows call {:.1f} us ({:.1f} us a "
+                    "row), {} single draws {:.1f} us, host sampler on the {} rows {:.1f} us (without the copy)\n",
+                    V, b, batched * 1e6, batched * 1e6 / b, b, single * b * 1e6, b, on_host * 1e6);
+                std::fflush(stdout);
+            } catch (const std::exception& e) {
+                report(false, fmt::format("bench batched sampling {}: {}", V, e.what()));
+            }
+        }
+}
+
+}  // namespace memtile::cuda_check

@@ -1,0 +1,70 @@
+// Shared by the two translation units of memtile-cuda-check: cuda-check.cpp (the checks and main) and
+// cuda-bench.cpp (the benchmarks).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda-backend.h"
+
+namespace memtile::cuda_check {
+
+inline int failures = 0;  // FAIL lines printed so far
+
+inline void report(bool ok, const std::string& what) {
+    fmt::print("{} {}\n", ok ? "PASS" : "FAIL", what);
+    std::fflush(stdout);
+    if (!ok) failures++;
+}
+
+// A set_matvec_prefetch setting of the benches and checks, "TASKS,MASK[,CARVEOUT[,EARLY LEVEL]]" (early level 4 unless
+// given; "-1": the default setting, "0,0": off).
+struct prefetch_setting {
+    int tasks = 0;
+    unsigned mask = 0;
+    int carveout = -1, early = 4;
+    std::string name;
+};
+inline prefetch_setting parse_prefetch(const std::string& v) {
+    prefetch_setting p;
+    p.name = v;
+    const char* c = v.c_str();
+    char* end = nullptr;
+    p.tasks = int(std::strtol(c, &end, 10));
+    if (*end == ',') p.mask = unsigned(std::strtoul(end + 1, &end, 0));
+    if (*end == ',') p.carveout = int(std::strtol(end + 1, &end, 10));
+    if (*end == ',') p.early = int(std::strtol(end + 1, &end, 10));
+    return p;
+}
+inline void apply(const prefetch_setting& p) {
+    cuda::set_matvec_prefetch(p.tasks, p.mask, p.carveout);
+    cuda::set_matvec_early(p.early);
+}
+
+// "a;b;c" -> {"a", "b", "c"}: the benches' lists of masks or levels (semicolons, as the shell passes them quoted).
+inline std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> v;
+    for (size_t a = 0; a < s.size();) {
+        const size_t b = std::min(s.find(';', a), s.size());
+        v.push_back(s.substr(a, b - a));
+        a = b + 1;
+    }
+    return v;
+}
+
+// The benchmarks (cuda-bench.cpp): decode, matvec and prefill figures of llama3-8b shapes against the HBM probe.
+void bench(const cuda::bandwidth_probe& bw, bool sweep);
+void bench_q6(const cuda::bandwidth_probe& bw, bool sweep);
+void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
+void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
+void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
+void bench_batch_decode(const std::string& only);
+void bench_prefill_batch(const std::string& only);
+void bench_sampling();
+void bench_batch_sampling();
+
+}  // namespace memtile::cuda_check
