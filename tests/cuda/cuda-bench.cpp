@@ -249,18 +249,39 @@ void bench_batch_decode(const std::string& only) {
             // Q4_K_M: the default (Q/K/V of the more-bits layers in one launch) alternated with variant 4, Q/K and V as
             // two launches (the step before), and 5-7, Q4_K's deeper rings (set_mma_q4k_stages modes 1-3; the older
             // variants are in docs/cuda-prefill-batch-log.md).
-            const char* names[] = {"default",        "register-staged",
-                                   "other stages",   "alt arithmetic",
-                                   "separate Q/K/V", "Q4_K 4 stages (rows >= 8192)",
-                                   "Q4_K 4 stages",  "Q4_K 3 stages (rows >= 8192)"};
-            const std::vector<int> qkm_list = {0, 4, 5, 6, 7, 0, 4, 5, 6, 7}, other_list = {0, 1, 2, 3, 0};
-            for (int variant : ft == file_type::q4_k_m ? qkm_list : other_list) {
+            const char* names[] = {"default",
+                                   "register-staged",
+                                   "other stages",
+                                   "alt arithmetic",
+                                   "separate Q/K/V",
+                                   "Q4_K 4 stages (rows >= 8192)",
+                                   "Q4_K 4 stages",
+                                   "Q4_K 3 stages (rows >= 8192)",
+                                   "Q6_K 4 halves (output)",
+                                   "Q4_0 4 stages (rows >= 8192)",
+                                   "Q4_0 2 stages (rows >= 8192, before gq4b)",
+                                   "Q4_0 3 stages (rows < 8192)",
+                                   "Q6_K 4 halves (all)"};
+            // Session 7 (gq4b), set_mma_batch_tune: 8 the Q6_K output product with 4 halves per warp (12: every Q6_K
+            // product), 9/10 Q4_0's down matrix with 4/2 stages instead of the default 8, 11 Q4_0's shorter rows
+            // with 3.
+            const std::vector<int> qkm_list = {0, 4, 8, 0, 4, 8}, q4_0_list = {0, 10, 9, 0, 10, 9},
+                                   other_list = {0, 1, 2, 3, 0};
+            const bool q40 = ft == file_type::q4_0;
+            for (int variant : ft == file_type::q4_k_m ? qkm_list : q40 ? q4_0_list : other_list) {
                 if (variant > 0 && !piped) continue;
                 cuda::prefill_options o;
                 o.mma_previous = variant == 1;
                 o.mma_pipe_variant = variant == 2 || variant == 3 ? variant - 1 : 0;
                 cuda::set_mma_pair(variant != 4);
-                cuda::set_mma_q4k_stages(variant >= 5 ? variant - 4 : 0);
+                cuda::set_mma_q4k_stages(variant >= 5 && variant <= 7 ? variant - 4 : 0);
+                cuda::set_mma_batch_tune(variant == 9    ? 4
+                                         : variant == 10 ? 2
+                                                         : 8,
+                                         variant == 8    ? 2
+                                         : variant == 12 ? 1
+                                                         : 0,
+                                         variant == 11 ? 3 : 2);
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
                 fmt::print("          {}:", names[variant]);
@@ -274,6 +295,7 @@ void bench_batch_decode(const std::string& only) {
             cuda::set_prefill_options({});
             cuda::set_mma_pair(true);
             cuda::set_mma_q4k_stages(0);
+            cuda::set_mma_batch_tune(8, 0);
             const double single2 = 128 / d->bench_decode(128, 16, 1);
             fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
         } catch (const std::exception& e) {

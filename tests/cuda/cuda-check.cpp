@@ -78,18 +78,23 @@ void check_batch_products() {
             // Q4_K/Q8_0/Q4_0: the pipelined kernels (default), the register-staged ones and the pipelined kernels'
             // other variants (A/B options of the batch benchmark), Q4_0's quad-shuffle kernel.
             const bool piped = t == dtype::q4_k || t == dtype::q8_0 || t == dtype::q4_0;
-            // Q4_K also: the deeper rings (variants 5-7 = set_mma_q4k_stages modes 1-3).
-            const int n_variants = t == dtype::q4_0 ? 5 : t == dtype::q4_k ? 8 : piped ? 4 : 1;
-            const char* names[] = {"",          " register-staged", " other stages", " alt arithmetic",
-                                   " shuffles", " 4 stages long",   " 4 stages",     " 3 stages long"};
+            // Q4_K also: the deeper rings (variants 5-7 = set_mma_q4k_stages modes 1-3); Q4_0 the long rows' 4 and 2
+            // stages (8, 9; default 8), the shorter rows' 3 (11) and Q6_K 4 halves in flight (10): set_mma_batch_tune.
+            const int n_variants = t == dtype::q4_0 ? 12 : t == dtype::q4_k ? 8 : t == dtype::q6_k ? 11 : piped ? 4 : 1;
+            const char* names[] = {"",          " register-staged", " other stages",  " alt arithmetic",
+                                   " shuffles", " 4 stages long",   " 4 stages",      " 3 stages long",
+                                   " 4 long",   " 2 long",          " 4 halves/warp", " 3 short"};
             for (int v = 0; v < n_variants; v++) {
-                if (v == 4 && t != dtype::q4_0) continue;
+                if ((v == 4 && t != dtype::q4_0) || (v >= 5 && v <= 7 && t != dtype::q4_k)) continue;
+                if ((v == 8 || v == 9) && t != dtype::q4_0) continue;
+                if ((t == dtype::q6_k && v > 0 && v < 10) || (t == dtype::q4_0 && v == 10)) continue;
+                cuda::set_mma_batch_tune(v == 8 ? 4 : v == 9 ? 2 : 8, v == 10 ? 1 : 0, v == 11 ? 3 : 2);
                 cuda::prefill_options o;
                 o.mma_previous = v == 1;
                 o.mma_pipe_variant = v == 2 ? 1 : v == 3 ? 2 : 0;
                 o.mma_q4_0_shuffles = v == 4;
                 cuda::set_prefill_options(o);
-                cuda::set_mma_q4k_stages(v >= 5 ? v - 4 : 0);
+                cuda::set_mma_q4k_stages(v >= 5 && v <= 7 ? v - 4 : 0);
                 for (const auto& sh : shapes) {
                     if (sh[0] == 352 && k_quant) continue;
                     const int64_t n_in = sh[0] == 352 && (t == dtype::f16 || t == dtype::bf16) ? 336 : sh[0];
@@ -104,6 +109,7 @@ void check_batch_products() {
             }
             cuda::set_prefill_options({});
             cuda::set_mma_q4k_stages(0);
+            cuda::set_mma_batch_tune(8, 0);
             const double tol = (t == dtype::f16 || t == dtype::bf16) ? 1e-5 : 1e-10;
             report(worst <= tol, fmt::format("batch products {:<5} tensor cores vs dp4a/FMA: worst NMSE {:.3e} ({}), "
                                              "tol {:.0e}",

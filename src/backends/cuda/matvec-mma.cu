@@ -41,6 +41,9 @@ bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles ins
 bool g_previous = false;        // Q4_K/Q8_0/Q4_0: the register-staged kernels instead of the pipelined ones (A/B)
 int g_pipe_variant = 0;         // pipelined kernels: 1 the other stage/occupancy choice, 2 the ALT arithmetic (A/B)
 int g_q4k_stages = 0;           // Q4_K pipelined kernel at up to 8 sequences: deeper rings (launch_pipe_nt; A/B)
+int g_q4_0_long = 8;            // Q4_0 rows of >= 8,192 elements at up to 8 sequences: 8 stages (A/B: 2 or 4)
+int g_q4_0_short = 2;           // Q4_0 rows of < 8,192 elements at up to 8 sequences: 2 stages (A/B: 3)
+int g_q6k_halves = 0;           // Q6_K at up to 8 sequences: 4 halves in flight, 1 all rows, 2 rows < 8,192 (A/B)
 
 // The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
 // of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
@@ -888,8 +891,8 @@ void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd,
 
 // Stages per warp and minimum blocks per SM (measured, docs/cuda.md), with the other choice as variant 1:
 // Q4_K 2 super-blocks (37 KB of shared memory per block), 2 blocks (no register cap) for up to 8 sequences
-// (variant 1: 3); Q8_0 4 units (35 KB; variant 1: 2); Q4_0 2 units for up to 8 sequences, 4 for more (variant 1:
-// the opposite).
+// (variant 1: 3); Q8_0 4 units (35 KB; variant 1: 2); Q4_0 2 units for up to 8 sequences (8 for rows of >= 8,192
+// elements), 4 for more (variant 1: the opposite).
 template <dtype T, int NT, bool ALT>
 void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                     int64_t y_stride, bool accumulate, cudaStream_t s, bool other) {
@@ -906,6 +909,16 @@ void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* 
         else
             launch_pipe<T, NT, 2, 2, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
     } else {
+        if constexpr (T == dtype::q4_0 && NT == 1 && !ALT) {
+            // The down matrix (14 units per warp, 256 blocks: 2 per SM) with 7 units in flight: +4 % at 8 sequences
+            // against 2 stages (docs/cuda-prefill-batch-log.md, session 7 gq4b); 72 registers, 72 KB ring.
+            if (!other && w.n_in >= 8192 && g_q4_0_long == 4)
+                return launch_pipe<T, 1, 4, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+            if (!other && w.n_in >= 8192 && g_q4_0_long == 8)
+                return launch_pipe<T, 1, 8, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+            if (!other && w.n_in < 8192 && g_q4_0_short == 3)  // A/B only: measured +0.1-0.4 %
+                return launch_pipe<T, 1, 3, 4, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        }
         constexpr int MB = NT == 1 ? 4 : 2;
         const bool four = T == dtype::q8_0 ? !other : (NT == 1) == other;
         if (four)
@@ -981,6 +994,10 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
     // for Q8_0, F16, BF16 (and Q5_K needs 254 registers at 8 for 16 sequences).
     const bool wide = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16 || T == dtype::q5_k;
     const bool four = g_unroll == 4 || (g_unroll == 0 && wide);
+    // g_q6k_halves (A/B): a warp's 4 halves of the 4096-wide output matrix in one round instead of two (same order).
+    if constexpr (T == dtype::q6_k)
+        if (nb <= 8 && g_unroll == 0 && (g_q6k_halves == 1 || (g_q6k_halves == 2 && w.n_in < 8192)))
+            return launch_shape<T, 1, 16, false, false>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s);
     launch_units<T, false, 4, 8>(w, nb, x, xq, xd, xs, y, y_stride, accumulate, s, !four);
 }
 
@@ -994,6 +1011,11 @@ void set_mma_pair(bool on) {
 void set_mma_q4k_stages(int mode) {
     g_q4k_stages = mode >= 0 && mode <= 3 ? mode : 0;
 }
+void set_mma_batch_tune(int q4_0_long_stages, int q6k_halves, int q4_0_short_stages) {
+    g_q4_0_long = q4_0_long_stages == 2 || q4_0_long_stages == 4 ? q4_0_long_stages : 8;
+    g_q4_0_short = q4_0_short_stages == 3 ? 3 : 2;
+    g_q6k_halves = q6k_halves == 1 || q6k_halves == 2 ? q6k_halves : 0;
+}
 void prepare_mma_kernels() {
     cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 4, 2, false>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1001,6 +1023,9 @@ void prepare_mma_kernels() {
     cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 3, 2, false>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k_warps * 3 * pipe_unit<dtype::q4_k>::stage_bytes);
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_0, 1, 8, 2, false>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * 8 * pipe_unit<dtype::q4_0>::stage_bytes);
 }
 
 bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, int n_rows,

@@ -24,6 +24,11 @@ void set_mma_pair(bool on);
 // stages for rows of >= 8,192. Rings over 44 KB use dynamic shared memory, whose limit prepare_mma_kernels raises
 // (outside graph captures: batched decoders call it when made).
 void set_mma_q4k_stages(int mode);
+// Session 7 (gq4b), all at up to 8 sequences: cp.async stages of Q4_0 rows of >= 8,192 elements (8, the default,
+// for any value but 2 / 4) and of shorter rows (2, the default; 3 as A/B), Q6_K's halves in flight per warp (0: 2,
+// the default; 4 as A/B: 1 all rows, 2 rows of < 8,192 elements, i.e. the output matrix). The products are bit-equal
+// across these settings (same per-lane order).
+void set_mma_batch_tune(int q4_0_long_stages, int q6k_halves, int q4_0_short_stages = 2);
 void prepare_mma_kernels();
 
 // The pair on random weights (Q4_K [rows_a, n_in], Q6_K [rows_b, n_in]) and n_rows sequences: first the number of
