@@ -487,12 +487,9 @@ private:
     std::vector<int32_t> greedy_;
 };
 
-}  // namespace
-
-double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed) {
-    require_device();
-    if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
-    device_arena arena;
+// The batched-product checks' inputs. A weight of n_out rows x n_in in type t's device layout, random
+// (launch_fill_random); its memory belongs to arena.
+gpu_weight random_weight(device_arena& arena, dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
     gpu_weight w;
     w.type = t;
     w.n_in = n_in;
@@ -502,18 +499,40 @@ double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, ui
     w.q = arena.get_n<uint8_t>(size_t(w.q_row_bytes * n_out));
     w.d = d_row ? arena.get_n<uint16_t>(size_t(d_row * n_out)) : nullptr;
     launch_fill_random(w, seed, nullptr);
-    // Activations: a simple generator on the host, values in [-1, 1) of varied magnitude per row.
+    return w;
+}
+
+// Activations x: [n_rows, n_in] f32 from a simple host generator (values in [-1, 1) of varied magnitude per row),
+// uploaded, and int8 buffers xq / xd / xs sized for them (not yet quantized).
+struct test_activations {
+    float* x;
+    int8_t* xq;
+    float *xd, *xs;
+};
+test_activations random_activations(device_arena& arena, int64_t n_in, int n_rows, uint64_t seed) {
     std::vector<float> hx(size_t(n_in) * size_t(n_rows));
     uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
     for (size_t i = 0; i < hx.size(); i++) {
         z = z * 6364136223846793005ull + 1442695040888963407ull;
         hx[i] = (float(uint32_t(z >> 40)) / float(1u << 24) * 2.0f - 1.0f) * (1.0f + float(i / size_t(n_in)));
     }
-    auto* x = arena.get_n<float>(hx.size());
-    check(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload");
-    auto* xq = arena.get_n<int8_t>(hx.size());
-    auto* xd = arena.get_n<float>(hx.size() / 32 + 1);
-    auto* xs = arena.get_n<float>(hx.size() / 32 + 1);
+    test_activations a;
+    a.x = arena.get_n<float>(hx.size());
+    check(cudaMemcpy(a.x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload");
+    a.xq = arena.get_n<int8_t>(hx.size());
+    a.xd = arena.get_n<float>(hx.size() / 32 + 1);
+    a.xs = arena.get_n<float>(hx.size() / 32 + 1);
+    return a;
+}
+
+}  // namespace
+
+double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed) {
+    require_device();
+    if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
+    device_arena arena;
+    const gpu_weight w = random_weight(arena, t, n_in, n_out, seed);
+    const auto [x, xq, xd, xs] = random_activations(arena, n_in, n_rows, seed);
     const bool k_type = t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
     if (matvec_uses_int8(t)) launch_quantize_rows(x, n_rows, n_in, k_type ? 256 : 32, xq, xd, xs, nullptr);
     auto* y_mma = arena.get_n<float>(size_t(n_out) * size_t(n_rows));
@@ -537,30 +556,9 @@ std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_
     require_device();
     if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
     device_arena arena;
-    auto make = [&](dtype t, int64_t n_out, uint64_t sd) {
-        gpu_weight w;
-        w.type = t;
-        w.n_in = n_in;
-        w.n_out = n_out;
-        w.q_row_bytes = device_q_row_bytes(t, n_in);
-        const int64_t d_row = device_d_row_elems(t, n_in);
-        w.q = arena.get_n<uint8_t>(size_t(w.q_row_bytes * n_out));
-        w.d = d_row ? arena.get_n<uint16_t>(size_t(d_row * n_out)) : nullptr;
-        launch_fill_random(w, sd, nullptr);
-        return w;
-    };
-    const gpu_weight wa = make(dtype::q4_k, rows_a, seed), wb = make(dtype::q6_k, rows_b, seed + 1);
-    std::vector<float> hx(size_t(n_in) * size_t(n_rows));
-    uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
-    for (size_t i = 0; i < hx.size(); i++) {
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        hx[i] = (float(uint32_t(z >> 40)) / float(1u << 24) * 2.0f - 1.0f) * (1.0f + float(i / size_t(n_in)));
-    }
-    auto* x = arena.get_n<float>(hx.size());
-    check(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload");
-    auto* xq = arena.get_n<int8_t>(hx.size());
-    auto* xd = arena.get_n<float>(hx.size() / 32 + 1);
-    auto* xs = arena.get_n<float>(hx.size() / 32 + 1);
+    const gpu_weight wa = random_weight(arena, dtype::q4_k, n_in, rows_a, seed),
+                     wb = random_weight(arena, dtype::q6_k, n_in, rows_b, seed + 1);
+    const auto [x, xq, xd, xs] = random_activations(arena, n_in, n_rows, seed);
     launch_quantize_rows(x, n_rows, n_in, 256, xq, xd, xs, nullptr);
     const int64_t ld = rows_a + rows_b;  // [n_rows, ld]: a's rows, then b's
     const size_t n_y = size_t(ld) * size_t(n_rows);
