@@ -68,18 +68,24 @@ inline logits_comparison compare_logits(const std::string& path, int n_steps) {
     return r;
 }
 
+// The checks' reproducible random inputs: xorshift64 from a seed, values in [-1, 1).
+struct uniform_source {
+    uint64_t z;
+    explicit uniform_source(uint64_t seed) : z(seed * 0x9e3779b97f4a7c15ull + 1) {}
+    float operator()() {
+        z ^= z << 13;
+        z ^= z >> 7;
+        z ^= z << 17;
+        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
+    }
+};
+
 // One matvec of [n_out, n_in] random weights of type t (quantized on the host by the CPU engine's quantizer)
 // on random activations, on the GPU and by the CPU engine's matmul; NMSE of the GPU's y. Both quantize the
 // activations the same way and take the same integer dot products, so only float summation order differs.
 inline double compare_matvec(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
     std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
-    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
-    auto next = [&z] {
-        z ^= z << 13;
-        z ^= z >> 7;
-        z ^= z << 17;
-        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
-    };
+    uniform_source next(seed);
     for (auto& v : w) v = next() * 0.05f;
     for (auto& v : x) v = next();
     std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
@@ -101,13 +107,7 @@ struct qkm_comparison {
 };
 inline qkm_comparison compare_qkm_products(int64_t n_in, int64_t n_out_a, int64_t n_out_b, unsigned bits,
                                            uint64_t seed) {
-    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
-    auto next = [&z] {
-        z ^= z << 13;
-        z ^= z >> 7;
-        z ^= z << 17;
-        return float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0);
-    };
+    uniform_source next(seed);
     std::vector<float> wa(static_cast<size_t>(n_in * n_out_a)), wb(static_cast<size_t>(n_in * n_out_b));
     std::vector<float> x(static_cast<size_t>(n_in));
     for (auto& v : wa) v = next() * 0.05f;
@@ -142,13 +142,8 @@ inline qkm_comparison compare_qkm_products(int64_t n_in, int64_t n_out_a, int64_
 // elementwise d * scale * q (- min) products: equal up to float contraction).
 inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {
     std::vector<float> w(static_cast<size_t>(n_in * n_out));
-    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (auto& v : w) {
-        z ^= z << 13;
-        z ^= z >> 7;
-        z ^= z << 17;
-        v = float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0) * 0.05f;
-    }
+    uniform_source next(seed);
+    for (auto& v : w) v = next() * 0.05f;
     std::vector<uint8_t> rows = quantize_tensor(t, w.data(), n_out, n_in);
     const size_t rb = row_bytes(t, uint64_t(n_in));
     double worst = 0;
@@ -175,16 +170,11 @@ struct attention_comparison {
 inline attention_comparison compare_attention_variants(int n_pos, int n_head, int n_head_kv, int head_dim, float amp,
                                                        bool neox, int n_split, uint64_t seed, int q_block = 0) {
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
-    uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+    uniform_source next(seed);
     std::vector<std::vector<float>> qkv(static_cast<size_t>(n_pos));
     for (auto& r : qkv) {
         r.resize(size_t(q_dim + 2 * kv_dim));
-        for (auto& v : r) {
-            z ^= z << 13;
-            z ^= z >> 7;
-            z ^= z << 17;
-            v = float(double(z >> 11) / double(1ull << 53) * 2.0 - 1.0) * amp;
-        }
+        for (auto& v : r) v = next() * amp;
     }
     const float base = 10000.0f;
     std::vector<float> gpu[6];
