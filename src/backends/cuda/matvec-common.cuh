@@ -147,6 +147,26 @@ __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8
     }
 }
 
+// One row's part of a Q4_K task: quant words w0, w1 (32 bytes), its scale word sm and d/dmin word dm, against the
+// activation words a0..a3 (elements 64c..64c+63), their scale ad and block sums as; added to acc. The low nibbles
+// are masked for a signed dp4a, the high ones masked in place (16 q) for an unsigned one.
+__device__ __forceinline__ void q4k_accumulate(int4 w0, int4 w1, uint32_t sm, uint32_t dm, int4 a0, int4 a1, int4 a2,
+                                               int4 a3, float2 as, float ad, float& acc) {
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
+        lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
+        hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
+        hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
+    }
+    // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
+    const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+    const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
+    acc += dd.x * ad * float(isum) - dd.y * mn;
+}
+
 // Q4_K task t (device layout, device-common.cuh): super-block b = t/4, c = t%4: quant bytes 32c..32c+31 hold
 // sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), elements 64c..64c+63. Per row: two 16-byte quant loads,
 // the task's scale word and the d/dmin word; the low nibbles are masked for a signed dp4a, the high ones
@@ -167,19 +187,7 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
         const int4 w0 = load_stream(q[r] + b * 128 + 32 * c), w1 = load_stream(q[r] + b * 128 + 32 * c + 16);
         const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);  // row's side words (cuda-kernels.h)
         const uint32_t sm = __ldg(side + q4k_sm_word(b) + c), dm = __ldg(side + q4k_dm_word(b));
-        int lo = 0, hi = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
-            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
-            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
-            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
-        }
-        // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
-        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
-        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
-        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
-        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
+        q4k_accumulate(w0, w1, sm, dm, a0, a1, a2, a3, as, ad, acc[r]);
     }
 }
 
@@ -377,18 +385,34 @@ __device__ __forceinline__ void dot_q4k_staged(const int4* w, const uint32_t* sw
     for (int r = 0; r < R; r++) {
         const int4 w0 = w[2 * r * NT], w1 = w[(2 * r + 1) * NT];
         const uint32_t sm = sw[2 * r * NT], dm = sw[(2 * r + 1) * NT];
-        int lo = 0, hi = 0;
+        q4k_accumulate(w0, w1, sm, dm, a0, a1, a2, a3, as, ad, acc[r]);
+    }
+}
+
+// The kernels' epilogue: each row's lane partials summed over the warp, then over the W warps that share the row
+// (in warp order), written to y[row0 + r] or added to it (accumulate). y: [n_out] f32.
+template <int R, int W>
+__device__ __forceinline__ void store_row_sums(const float (&acc)[R], int warp, int lane, int group, int tid,
+                                               int64_t row0, int64_t n_out, float* y, bool accumulate) {
+    float v[R];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
-            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
-            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
-            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
-        }
-        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
-        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
-        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));
-        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
+    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
+    if constexpr (W > 1) {
+        __shared__ float part[k_block_warps][R];
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++) part[warp][r] = v[r];
+        __syncthreads();
+        if (tid >= R) return;
+        float s = 0;
+#pragma unroll
+        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+        if (row0 + tid < n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
+    } else {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
     }
 }
 
@@ -540,26 +564,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
                 for (int r = 0; r < R; r++) acc[r] += plain_elem(T, q[r], i) * x[i];
         }
     }
-    float v[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
-    if constexpr (W > 1) {
-        __shared__ float part[k_block_warps][R];
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++) part[warp][r] = v[r];
-        __syncthreads();
-        if (tid >= R) return;
-        float s = 0;
-#pragma unroll
-        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
-        if (row0 + tid < w.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
-    } else {
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
-    }
+    store_row_sums<R, W>(acc, warp, lane, group, tid, row0, w.n_out, y, accumulate);
 }
 
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block. TS > 0 (Q8_0, Q4_0):

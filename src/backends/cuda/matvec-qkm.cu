@@ -57,26 +57,7 @@ __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const
 #pragma unroll U
         for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
     }
-    float v[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
-    if constexpr (W > 1) {
-        __shared__ float part[k_block_warps][R];
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++) part[warp][r] = v[r];
-        __syncthreads();
-        if (tid >= R) return;
-        float s = 0;
-#pragma unroll
-        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
-        if (row0 + tid < w.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
-    } else {
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < w.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
-    }
+    store_row_sums<R, W>(acc, warp, lane, group, tid, row0, w.n_out, y, accumulate);
 }
 
 template <int R, int W>

@@ -199,6 +199,26 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// K and V of the keys j = jb + u * k_attn_warps (u < KU) at the lane's dims lane + 32 i of one KV head (head_off =
+// kvh * hd into each cache row of kv_dim); zeros for keys at or past j_end and dims past hd. kh, vh: [KU][ND] f16.
+template <int KU, int ND>
+__device__ __forceinline__ void load_keys(const __half* kc, const __half* vc, int jb, int j_end, int kv_dim,
+                                          int head_off, int hd, int lane, __half (&kh)[KU][ND], __half (&vh)[KU][ND]) {
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+        const int j = jb + u * k_attn_warps;
+        const __half* kr = kc + int64_t(j) * kv_dim + head_off;
+        const __half* vr = vc + int64_t(j) * kv_dim + head_off;
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int d = lane + 32 * i;
+            const bool ok = j < j_end && d < hd;
+            kh[u][i] = ok ? kr[d] : __float2half(0.0f);
+            vh[u][i] = ok ? vr[d] : __float2half(0.0f);
+        }
+    }
+}
+
 // One key of a warp's online softmax: score s = q . k (lane holds dims lane + 32i, q pre-scaled), then the running
 // maximum m, sum l and accumulator acc. Shared by every decode attention kernel, so they all give the same bits (the
 // products and sums as explicit _rn intrinsics, as rope_rotate).
@@ -275,19 +295,7 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
     float m = -INFINITY, l = 0;
     for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
         __half kh[KU][ND], vh[KU][ND];
-#pragma unroll
-        for (int u = 0; u < KU; u++) {
-            const int j = jb + u * k_attn_warps;
-            const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
-            const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-#pragma unroll
-            for (int i = 0; i < ND; i++) {
-                const int d = lane + 32 * i;
-                const bool ok = j < j1 && d < hd;
-                kh[u][i] = ok ? kr[d] : __float2half(0.0f);
-                vh[u][i] = ok ? vr[d] : __float2half(0.0f);
-            }
-        }
+        load_keys<KU, ND>(kc, vc, jb, j1, kv_dim, kvh * hd, hd, lane, kh, vh);
 #pragma unroll
         for (int u = 0; u < KU; u++) {
             if (jb + u * k_attn_warps >= j1) break;  // uniform in the warp
@@ -454,21 +462,7 @@ __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* b
         if (job < n_jobs && job < 2 * hd2 && i < half) rope_sincos(p, pos, i, sn[r], cs[r]);
     }
     __half kh[KU][ND], vh[KU][ND];
-    auto load = [&](int jb) {
-#pragma unroll
-        for (int u = 0; u < KU; u++) {
-            const int j = jb + u * k_attn_warps;
-            const __half* kr = kc + int64_t(j) * kv_dim + kvh * hd;
-            const __half* vr = vc + int64_t(j) * kv_dim + kvh * hd;
-#pragma unroll
-            for (int i = 0; i < ND; i++) {
-                const int d = lane + 32 * i;
-                const bool ok = j < jc && d < hd;
-                kh[u][i] = ok ? kr[d] : __float2half(0.0f);
-                vh[u][i] = ok ? vr[d] : __float2half(0.0f);
-            }
-        }
-    };
+    auto load = [&](int jb) { load_keys<KU, ND>(kc, vc, jb, jc, kv_dim, kvh * hd, hd, lane, kh, vh); };
     if (EARLY) {
         load(j0 + warp);
         griddep_wait();
