@@ -4,6 +4,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
 #include "core/error.h"
 
 namespace memtile::cuda {
@@ -12,6 +16,33 @@ namespace memtile::cuda {
 inline void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
+
+// Device allocations freed together (when the arena is destroyed or released). get() never returns null: a
+// failed cudaMalloc throws; zero bytes still get a 16-byte allocation so that every buffer has an address.
+class device_arena {
+public:
+    device_arena() = default;
+    ~device_arena() { release(); }
+    device_arena(const device_arena&) = delete;
+    device_arena& operator=(const device_arena&) = delete;
+    void* get(size_t bytes) {
+        void* p = nullptr;
+        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+        ptrs_.push_back(p);
+        return p;
+    }
+    template <class T>
+    T* get_n(size_t n) {
+        return static_cast<T*>(get(n * sizeof(T)));
+    }
+    void release() {
+        for (void* p : ptrs_) cudaFree(p);
+        ptrs_.clear();
+    }
+
+private:
+    std::vector<void*> ptrs_;
+};
 
 // Seconds taken by n launches of g on s, after `warmup` untimed ones (CUDA events around the n; waits for
 // them). `what` names the steps in an error.

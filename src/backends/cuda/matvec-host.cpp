@@ -14,23 +14,6 @@
 namespace memtile::cuda {
 namespace {
 
-// Device allocations freed together.
-class device_arena {
-public:
-    ~device_arena() {
-        for (void* p : ptrs_) cudaFree(p);
-    }
-    void* alloc(size_t bytes) {
-        void* p = nullptr;
-        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
-        ptrs_.push_back(p);
-        return p;
-    }
-
-private:
-    std::vector<void*> ptrs_;
-};
-
 bool k_format(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
 }
@@ -53,16 +36,16 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     std::vector<gpu_weight> ws;
     for (int i = 0; i < copies; i++) {
         gpu_weight c = w;
-        c.q = static_cast<uint8_t*>(arena.alloc(size_t(w.q_row_bytes * n_out)));
-        c.d = d_row ? static_cast<uint16_t*>(arena.alloc(size_t(d_row * n_out) * 2)) : nullptr;
+        c.q = static_cast<uint8_t*>(arena.get(size_t(w.q_row_bytes * n_out)));
+        c.d = d_row ? static_cast<uint16_t*>(arena.get(size_t(d_row * n_out) * 2)) : nullptr;
         launch_fill_random(c, uint64_t(i) + 3, nullptr);
         ws.push_back(c);
     }
-    auto* x = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
-    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
-    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
-    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
-    auto* y = static_cast<float*>(arena.alloc(size_t(n_out) * 4));
+    auto* x = static_cast<float*>(arena.get(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.get(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.get(size_t(n_in / 32 + 1) * 4));
+    auto* xs = static_cast<float*>(arena.get(size_t(n_in / 32 + 1) * 4));
+    auto* y = static_cast<float*>(arena.get(size_t(n_out) * 4));
     launch_fill_f32(x, n_in, 0.5f, nullptr);
     // The activation blocks each format's kernel expects (K formats: one scale per 256), as the decoder passes.
     const int q_block = k_format(t) && n_in % 256 == 0 ? 256 : 32;
@@ -116,8 +99,8 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
     std::vector<uint8_t> hq(size_t(w.q_row_bytes * n_out));
     std::vector<uint16_t> hd(size_t(d_row * n_out));
     repack_rows(t, rows, n_in, n_out, hq.data(), d_row ? hd.data() : nullptr);
-    auto* q = static_cast<uint8_t*>(arena.alloc(hq.size()));
-    auto* d = d_row ? static_cast<uint16_t*>(arena.alloc(hd.size() * 2)) : nullptr;
+    auto* q = static_cast<uint8_t*>(arena.get(hq.size()));
+    auto* d = d_row ? static_cast<uint16_t*>(arena.get(hd.size() * 2)) : nullptr;
     check(cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice), "upload");
     if (d) check(cudaMemcpy(d, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice), "upload");
     w.q = q;
@@ -136,22 +119,22 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
     if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
     device_arena arena;
-    auto* buf = static_cast<float*>(arena.alloc(size_t(q_dim + 2 * kv_dim) * 4));
-    auto* kc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
-    auto* vc = static_cast<uint16_t*>(arena.alloc(size_t(n_pos) * size_t(kv_dim) * 2));
-    auto* pos = static_cast<int32_t*>(arena.alloc(4));
-    auto* partial = static_cast<float*>(arena.alloc(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
-    auto* out = static_cast<float*>(arena.alloc(size_t(q_dim) * 4));
+    auto* buf = static_cast<float*>(arena.get(size_t(q_dim + 2 * kv_dim) * 4));
+    auto* kc = static_cast<uint16_t*>(arena.get(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* vc = static_cast<uint16_t*>(arena.get(size_t(n_pos) * size_t(kv_dim) * 2));
+    auto* pos = static_cast<int32_t*>(arena.get(4));
+    auto* partial = static_cast<float*>(arena.get(size_t(n_head) * size_t(n_split) * size_t(head_dim + 2) * 4));
+    auto* out = static_cast<float*>(arena.get(size_t(q_dim) * 4));
     const bool quantize = q_block > 0 && q_dim % 32 == 0;
-    auto* xq = quantize ? static_cast<int8_t*>(arena.alloc(size_t(q_dim))) : nullptr;
-    auto* xd = quantize ? static_cast<float*>(arena.alloc(size_t(q_dim / 32) * 4)) : nullptr;
-    auto* xs = quantize ? static_cast<float*>(arena.alloc(size_t(q_dim / 32) * 4)) : nullptr;
+    auto* xq = quantize ? static_cast<int8_t*>(arena.get(size_t(q_dim))) : nullptr;
+    auto* xd = quantize ? static_cast<float*>(arena.get(size_t(q_dim / 32) * 4)) : nullptr;
+    auto* xs = quantize ? static_cast<float*>(arena.get(size_t(q_dim / 32) * 4)) : nullptr;
     const int qb = quantize ? q_block : 0;
-    auto* counters = static_cast<unsigned*>(arena.alloc(size_t(attention_merge_counters(n_head)) * sizeof(unsigned)));
+    auto* counters = static_cast<unsigned*>(arena.get(size_t(attention_merge_counters(n_head)) * sizeof(unsigned)));
     check(cudaMemset(counters, 0, size_t(attention_merge_counters(n_head)) * sizeof(unsigned)), "cudaMemset");
     std::vector<float> freq(size_t(head_dim / 2));
     for (size_t i = 0; i < freq.size(); i++) freq[i] = std::pow(freq_base, -2.0f * float(i) / float(head_dim));
-    auto* freq_d = static_cast<float*>(arena.alloc(freq.size() * 4));
+    auto* freq_d = static_cast<float*>(arena.get(freq.size() * 4));
     check(cudaMemcpy(freq_d, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice), "upload");
     const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr};
     // Each position as a decode step does it: RoPE + cache write of position p and attention at p.
@@ -188,8 +171,8 @@ std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, in
     if (token < 0 || token >= n_out) fail("cuda", "embedding row {} outside 0..{}", token, n_out - 1);
     device_arena arena;
     const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
-    auto* tok = static_cast<int32_t*>(arena.alloc(4));
-    auto* x = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
+    auto* tok = static_cast<int32_t*>(arena.get(4));
+    auto* x = static_cast<float*>(arena.get(size_t(n_in) * 4));
     check(cudaMemcpy(tok, &token, 4, cudaMemcpyHostToDevice), "upload");
     launch_embed(w, tok, x, nullptr);
     check(cudaGetLastError(), "embedding launch");
@@ -204,11 +187,11 @@ std::vector<float> matvec_gguf_rows(dtype t, const uint8_t* rows, int64_t n_in, 
     if (n_in % 32 != 0 && matvec_uses_int8(t)) fail("cuda", "matvec: row length {} is not a multiple of 32", n_in);
     device_arena arena;
     const gpu_weight w = upload_rows(arena, t, rows, n_in, n_out);
-    auto* xg = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
-    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
-    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
-    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32 + 1) * 4));
-    auto* y = static_cast<float*>(arena.alloc(size_t(n_out) * 4));
+    auto* xg = static_cast<float*>(arena.get(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.get(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.get(size_t(n_in / 32 + 1) * 4));
+    auto* xs = static_cast<float*>(arena.get(size_t(n_in / 32 + 1) * 4));
+    auto* y = static_cast<float*>(arena.get(size_t(n_out) * 4));
     check(cudaMemcpy(xg, x, size_t(n_in) * 4, cudaMemcpyHostToDevice), "upload");
     if (matvec_uses_int8(t)) launch_quantize(xg, n_in, k_format(t) ? 256 : 32, xq, xd, xs, nullptr);
     launch_matvec(w, xg, xq, xd, xs, y, false, nullptr);
@@ -225,11 +208,11 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
     device_arena arena;
     const gpu_weight wa = upload_rows(arena, dtype::q4_k, a, n_in, n_out_a);
     const gpu_weight wb = n_out_b ? upload_rows(arena, dtype::q6_k, b, n_in, n_out_b) : gpu_weight{};
-    auto* xg = static_cast<float*>(arena.alloc(size_t(n_in) * 4));
-    auto* xq = static_cast<int8_t*>(arena.alloc(size_t(n_in)));
-    auto* xd = static_cast<float*>(arena.alloc(size_t(n_in / 32) * 4));
-    auto* xs = static_cast<float*>(arena.alloc(size_t(n_in / 32) * 4));
-    auto* y = static_cast<float*>(arena.alloc(size_t(n_out_a + n_out_b) * 4));
+    auto* xg = static_cast<float*>(arena.get(size_t(n_in) * 4));
+    auto* xq = static_cast<int8_t*>(arena.get(size_t(n_in)));
+    auto* xd = static_cast<float*>(arena.get(size_t(n_in / 32) * 4));
+    auto* xs = static_cast<float*>(arena.get(size_t(n_in / 32) * 4));
+    auto* y = static_cast<float*>(arena.get(size_t(n_out_a + n_out_b) * 4));
     check(cudaMemcpy(xg, x, size_t(n_in) * 4, cudaMemcpyHostToDevice), "upload");
     launch_quantize(xg, n_in, 256, xq, xd, xs, nullptr);
     if ((bits & k_qkm_pair) && n_out_b && matvec_pair_supported(wa, wb)) {

@@ -22,29 +22,6 @@ namespace {
 
 prefill_options g_options;
 
-// Device allocations freed together.
-class device_arena {
-public:
-    ~device_arena() { release(); }
-    void* get(size_t bytes) {
-        void* p = nullptr;
-        check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
-        ptrs_.push_back(p);
-        return p;
-    }
-    template <class T>
-    T* get_n(size_t n) {
-        return static_cast<T*>(get(n * sizeof(T)));
-    }
-    void release() {
-        for (void* p : ptrs_) cudaFree(p);
-        ptrs_.clear();
-    }
-
-private:
-    std::vector<void*> ptrs_;
-};
-
 rope_params rope_of(const model_view& m) {
     const auto& c = *m.cfg;
     return {int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
