@@ -328,7 +328,13 @@ void check_qkm_products() {
                           {14336, 29, 67, cuda::k_qkm_q6_down_3},
                           {256, 8201, 0, cuda::k_qkm_gate_up_3x2},
                           {1024, 20001, 0, cuda::k_qkm_gate_up_loop},
-                          {14336, 33, 0, cuda::k_qkm_down_u4}};
+                          {14336, 33, 0, cuda::k_qkm_down_u4},
+                          {14336, 130, 67, cuda::k_qkm_early_down},
+                          {4096, 8194, 0, cuda::k_qkm_early_gate_up},
+                          {4096, 77, 0, cuda::k_qkm_early_small},
+                          {256, 33, 0, cuda::k_qkm_early_small},
+                          {4096, 642, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_early_small},
+                          {256, 33, 32771, cuda::k_qkm_early_output}};
     for (const auto& it : items) {
         try {
             const auto r =

@@ -27,9 +27,14 @@ namespace memtile::cuda {
 namespace detail {
 namespace {
 
+// Early loads of kq_block: none; each thread's first task loaded before griddep_wait (the weights are written by no
+// kernel) and applied after it, in the same order (the same sums); the same where the caller guarantees at most one
+// task per thread and row (no task loop: no registers held beside it).
+constexpr int k_early_none = 0, k_early_first = 1, k_early_only = 2;
+
 // Block `blk` of a K-format product (T = Q4_K or Q6_K): the body of matvec_kernel<T, R, W> with the task loop unrolled
-// by U. y[row] (+)= the row's sum, rows past n_out not stored.
-template <dtype T, int R, int W, int U>
+// by U. y[row] (+)= the row's sum, rows past n_out not stored. EARLY: k_early_*.
+template <dtype T, int R, int W, int U, int EARLY = k_early_none>
 __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const int8_t* xq, const float* xd,
                                          const float* xs, float* y, int accumulate) {
     constexpr int S = 32 * W, G = k_block_warps / W;
@@ -48,14 +53,42 @@ __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const
         d[r] = w.d + row * d_row;
         acc[r] = 0;
     }
-    griddep_wait();
-    griddep_launch();
     if constexpr (T == dtype::q4_k) {
+        const int n = n_in / 64, c = tid & 3;
+        int t = tid;
+        if constexpr (EARLY != k_early_none) {
+            q4k_task_weights<R> tw;
+            if (t < n) load_q4k<R>(q, d, t, c, tw);
+            griddep_wait();
+            griddep_launch();
+            if (t < n) dot_q4k<R>(tw, load_q4k_acts(xq, xd, xs, t, c), acc);
+            t += S;
+        } else {
+            griddep_wait();
+            griddep_launch();
+        }
+        if constexpr (EARLY != k_early_only) {
 #pragma unroll U
-        for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+            for (; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, c, acc);
+        }
     } else {
+        const int n = n_in / 128;
+        int t = tid;
+        if constexpr (EARLY != k_early_none) {
+            q6k_task_weights<R> tw;
+            if (t < n) load_q6_k<R>(q, d, t, n, tw);
+            griddep_wait();
+            griddep_launch();
+            if (t < n) dot_q6_k<R>(tw, xq, xd, t, acc);
+            t += S;
+        } else {
+            griddep_wait();
+            griddep_launch();
+        }
+        if constexpr (EARLY != k_early_only) {
 #pragma unroll U
-        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
+            for (; t < n; t += S) task_q6_k<R>(q, d, xq, xd, t, n, acc);
+        }
     }
     float v[R];
 #pragma unroll
@@ -86,7 +119,8 @@ constexpr int64_t rows_per_block() {
 
 // a: Q4_K at RA x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
 // MINB 8 caps the registers at 64 (8 blocks of 4 warps per SM, the Q4_K kernel's occupancy); 0: no cap.
-template <int RA, int RB, bool B_FIRST, int MINB>
+// EA, EB: kq_block's early loads (k_early_*) of the a and the b blocks.
+template <int RA, int RB, bool B_FIRST, int MINB, int EA = k_early_none, int EB = k_early_none>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_pair_kernel(gpu_weight a, float* ya, gpu_weight b, float* yb, int64_t nb, const int8_t* xq, const float* xd,
                        const float* xs) {
@@ -94,16 +128,16 @@ __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     const int64_t na = int64_t(gridDim.x) - nb;
     const bool is_b = B_FIRST ? blk < nb : blk >= na;
     if (is_b)
-        kq_block<dtype::q6_k, RB, 1, 2>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
+        kq_block<dtype::q6_k, RB, 1, 2, EB>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
     else
-        kq_block<dtype::q4_k, RA, 2, 2>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
+        kq_block<dtype::q4_k, RA, 2, 2, EA>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
 }
 
 // MINB as matvec_pair_kernel: 4 x 2 takes 79 registers (a cap at 64 spilled 156 bytes), 2 x 2 unrolled by 4 fits 64.
-template <dtype T, int R, int W, int U, int MINB>
+template <dtype T, int R, int W, int U, int MINB, int EARLY = k_early_none>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_kq_kernel(gpu_weight w, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
-    kq_block<T, R, W, U>(w, blockIdx.x, xq, xd, xs, y, accumulate);
+    kq_block<T, R, W, U, EARLY>(w, blockIdx.x, xq, xd, xs, y, accumulate);
 }
 
 // Q4_K with n_in <= 4,096 (one task per thread and row at 2 x 2) in loops over row pairs: group g of block b takes the
@@ -198,13 +232,13 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
 }
 
-template <int RA, int RB, bool B_FIRST, int MINB>
+template <int RA, int RB, bool B_FIRST, int MINB, int EA = k_early_none, int EB = k_early_none>
 void launch_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq, const float* xd,
                  const float* xs, cudaStream_t s) {
     const int64_t pa = rows_per_block<RA, 2>(), pb = rows_per_block<RB, 1>();
     const int64_t na = (a.n_out + pa - 1) / pa, nb = (b.n_out + pb - 1) / pb;
-    launch(matvec_pair_kernel<RA, RB, B_FIRST, MINB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb, nb, xq,
-           xd, xs);
+    launch(matvec_pair_kernel<RA, RB, B_FIRST, MINB, EA, EB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb,
+           nb, xq, xd, xs);
 }
 
 }  // namespace
@@ -225,6 +259,8 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
         return launch_pair<4, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
     if (bits & k_qkm_pair_v2) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
+        if ((bits & k_qkm_early_small) && !b_last && b.n_in <= 128 * 32)  // V: one task per thread
+            return launch_pair<2, 2, true, 0, k_early_first, k_early_only>(a, ya, b, yb, xq, xd, xs, s);
         if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
         return launch_pair<2, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
@@ -247,6 +283,20 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         return true;
     };
     const int warps = default_matvec_shape(w).warps;
+    // Early loads (k_qkm_early_*) at the default shapes: Q6_K down 2 x 4, Q6_K output 2 x 1, Q4_K 2 x 2.
+    const bool down = w.n_in >= 8192, output = w.n_out > 32768, gate_up = !down && !output && w.n_out > 8192;
+    if (default_matvec_shape(w).rows == 2) {
+        // Q6_K: only where a row has at most one task per thread (k_early_only: no task loop, no registers beyond it).
+        if (w.type == dtype::q6_k && warps == 4 && down && w.n_in <= 128 * 128 && (bits & k_qkm_early_down))
+            return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 0, k_early_only>, rows_per_block<2, 4>());
+        if (w.type == dtype::q6_k && warps == 1 && output && w.n_in <= 128 * 32 && (bits & k_qkm_early_output))
+            return run(matvec_kq_kernel<dtype::q6_k, 2, 1, 2, 0, k_early_only>, rows_per_block<2, 1>());
+        if (w.type == dtype::q4_k && warps == 2 &&
+            (bits & (down      ? k_qkm_early_down
+                     : gate_up ? k_qkm_early_gate_up
+                               : k_qkm_early_small)))
+            return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 2, 0, k_early_first>, rows_per_block<2, 2>());
+    }
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_3))
         return run(matvec_kq_kernel<dtype::q6_k, 3, 4, 2, 0>, rows_per_block<3, 4>());
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_64))
