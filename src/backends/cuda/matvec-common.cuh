@@ -179,6 +179,13 @@ __device__ __forceinline__ q4k_task_acts load_q4k_acts(const int8_t* xq, const f
     x.as = *reinterpret_cast<const float2*>(xs + g);
     return x;
 }
+// The float part of a row's Q4_K task: isum = sc0 (dot of sub-block 2c) + sc1 (dot of 2c + 1), the mins by the block
+// sums as; ad the activation scale.
+__device__ __forceinline__ float q4k_term(int isum, uint32_t sm, uint32_t dm, float ad, float2 as) {
+    const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
+    return dd.x * ad * float(isum) - dd.y * mn;
+}
 // One row's term of a Q4_K task: quant pieces w0, w1, scale word sm, d/dmin word dm.
 __device__ __forceinline__ float q4k_row(const int4& w0, const int4& w1, uint32_t sm, uint32_t dm,
                                          const q4k_task_acts& x) {
@@ -192,9 +199,7 @@ __device__ __forceinline__ float q4k_row(const int4& w0, const int4& w1, uint32_
     }
     // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
     const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
-    const float mn = byte_float<2>(sm) * x.as.x + byte_float<3>(sm) * x.as.y;
-    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
-    return dd.x * x.ad * float(isum) - dd.y * mn;
+    return q4k_term(isum, sm, dm, x.ad, x.as);
 }
 // The weights of R rows' task t (row by row: the two quant pieces, the scale word, the d/dmin word).
 template <int R>

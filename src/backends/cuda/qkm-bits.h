@@ -27,5 +27,9 @@ constexpr unsigned k_qkm_early_down = 1u << 24;
 constexpr unsigned k_qkm_early_gate_up = 1u << 25;
 constexpr unsigned k_qkm_early_small = 1u << 26;
 constexpr unsigned k_qkm_early_output = 1u << 27;
+// The Q4_K products at 2 x 2 (the plain shape; the pair's Q/K with k_qkm_pair_v2, V first) with a warp's tasks in lane
+// pairs (contiguous 512-byte loads; matvec-qkm.cu, q4k_half_tasks).
+constexpr unsigned k_qkm_q4k_half = 1u << 28;
+constexpr unsigned k_qkm_q4k_half_u2 = 1u << 29;  // with it: the down (n_in >= 8,192) unrolled by 2
 
 }  // namespace memtile::cuda
