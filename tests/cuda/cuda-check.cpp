@@ -328,21 +328,7 @@ void check_qkm_products() {
                           {14336, 29, 67, cuda::k_qkm_q6_down_3},
                           {256, 8201, 0, cuda::k_qkm_gate_up_3x2},
                           {1024, 20001, 0, cuda::k_qkm_gate_up_loop},
-                          {14336, 33, 0, cuda::k_qkm_down_u4},
-                          {14336, 130, 67, cuda::k_qkm_early_down},
-                          {4096, 8194, 0, cuda::k_qkm_early_gate_up},
-                          {4096, 77, 0, cuda::k_qkm_early_small},
-                          {256, 33, 0, cuda::k_qkm_early_small},
-                          {4096, 642, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_early_small},
-                          {256, 33, 32771, cuda::k_qkm_early_output},
-                          {4096, 8194, 0, cuda::k_qkm_q4k_half},
-                          {256, 77, 0, cuda::k_qkm_q4k_half},
-                          {2816, 131, 0, cuda::k_qkm_q4k_half},
-                          {14336, 130, 0, cuda::k_qkm_q4k_half},
-                          {14336, 129, 0, cuda::k_qkm_q4k_half | cuda::k_qkm_q4k_half_u2},
-                          {10240, 33, 0, cuda::k_qkm_q4k_half | cuda::k_qkm_q4k_half_u2},
-                          {4096, 642, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_q4k_half},
-                          {2816, 77, 33, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_q4k_half}};
+                          {14336, 33, 0, cuda::k_qkm_down_u4}};
     for (const auto& it : items) {
         try {
             const auto r =

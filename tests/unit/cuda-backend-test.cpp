@@ -82,15 +82,11 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
         int64_t n_in, n_out_a, n_out_b;
         unsigned bits;
     };
-    for (const item& it : {item{512, 8194, 0, k_qkm_gate_up_4x2}, item{512, 8194, 0, k_qkm_gate_up_3x2},
-                           item{1024, 20001, 0, k_qkm_gate_up_loop}, item{4096, 77, 0, k_qkm_small_4x2},
-                           item{8192, 77, 0, k_qkm_down_u4}, item{8192, 77, 0, k_qkm_down_4x2},
-                           item{1024, 77, 0, k_qkm_all_1x2}, item{8192, 77, 33, k_qkm_q6_down_64},
-                           item{8192, 77, 33, k_qkm_q6_down_3}, item{14336, 77, 33, k_qkm_early_down},
-                           item{1024, 8194, 0, k_qkm_early_gate_up}, item{1024, 77, 0, k_qkm_early_small},
-                           item{256, 33, 32771, k_qkm_early_output}, item{2816, 131, 0, k_qkm_q4k_half},
-                           item{256, 77, 0, k_qkm_q4k_half}, item{10240, 77, 0, k_qkm_q4k_half | k_qkm_q4k_half_u2},
-                           item{2816, 77, 33, k_qkm_pair | k_qkm_pair_v2 | k_qkm_q4k_half}}) {
+    for (const item& it :
+         {item{512, 8194, 0, k_qkm_gate_up_4x2}, item{512, 8194, 0, k_qkm_gate_up_3x2},
+          item{1024, 20001, 0, k_qkm_gate_up_loop}, item{4096, 77, 0, k_qkm_small_4x2},
+          item{8192, 77, 0, k_qkm_down_u4}, item{8192, 77, 0, k_qkm_down_4x2}, item{1024, 77, 0, k_qkm_all_1x2},
+          item{8192, 77, 33, k_qkm_q6_down_64}, item{8192, 77, 33, k_qkm_q6_down_3}}) {
         const auto r = test::compare_qkm_products(it.n_in, it.n_out_a, it.n_out_b, it.bits, it.bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << it.bits;
         EXPECT_TRUE(r.bit_equal) << "bits " << it.bits;

@@ -152,85 +152,34 @@ __device__ __forceinline__ void task_qk(const uint8_t* const (&q)[R], const int8
 // the task's scale word and the d/dmin word; the low nibbles are masked for a signed dp4a, the high ones
 // masked in place (16 q) for an unsigned one, so no shift per quant word and no 6-bit scale unpacking. Both
 // sub-blocks share one activation scale (q8_k: one per 256), so lo sc0 + hi sc1 is summed exactly in integers
-// (< 2^23) and converted once; the mins use the block sums xs. q4k_row is one row's arithmetic; load_q4k (the weights
-// of R rows, which no kernel writes: loadable before griddep_wait) and dot_q4k split a task for early loads.
-template <int R>
-struct q4k_task_weights {
-    int4 w0[R], w1[R];
-    uint32_t sm[R], dm[R];
-};
-// The activations of Q4_K task t.
-struct q4k_task_acts {
-    int4 a0, a1, a2, a3;
-    float ad;
-    float2 as;
-};
-__device__ __forceinline__ q4k_task_acts load_q4k_acts(const int8_t* xq, const float* xd, const float* xs, int t,
-                                                       int c) {
-    const int b = t >> 2;
-    const int8_t* ax = xq + b * 256 + 64 * c;
-    q4k_task_acts x;
-    x.a0 = load_act(ax);
-    x.a1 = load_act(ax + 16);
-    x.a2 = load_act(ax + 32);
-    x.a3 = load_act(ax + 48);
-    const int g = b * 8 + 2 * c;
-    x.ad = xd[g];
-    x.as = *reinterpret_cast<const float2*>(xs + g);
-    return x;
-}
-// The float part of a row's Q4_K task: isum = sc0 (dot of sub-block 2c) + sc1 (dot of 2c + 1), the mins by the block
-// sums as; ad the activation scale.
-__device__ __forceinline__ float q4k_term(int isum, uint32_t sm, uint32_t dm, float ad, float2 as) {
-    const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
-    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
-    return dd.x * ad * float(isum) - dd.y * mn;
-}
-// One row's term of a Q4_K task: quant pieces w0, w1, scale word sm, d/dmin word dm.
-__device__ __forceinline__ float q4k_row(const int4& w0, const int4& w1, uint32_t sm, uint32_t dm,
-                                         const q4k_task_acts& x) {
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(x.a0, k), lo);
-        lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(x.a1, k), lo);
-        hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(x.a2, k), hi);
-        hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(x.a3, k), hi);
-    }
-    // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
-    const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
-    return q4k_term(isum, sm, dm, x.ad, x.as);
-}
-// The weights of R rows' task t (row by row: the two quant pieces, the scale word, the d/dmin word).
-template <int R>
-__device__ __forceinline__ void load_q4k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t, int c,
-                                         q4k_task_weights<R>& tw) {
-    const int b = t >> 2;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        tw.w0[r] = load_stream(q[r] + b * 128 + 32 * c);
-        tw.w1[r] = load_stream(q[r] + b * 128 + 32 * c + 16);
-        const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);  // row's side words (cuda-kernels.h)
-        tw.sm[r] = __ldg(side + q4k_sm_word(b) + c);
-        tw.dm[r] = __ldg(side + q4k_dm_word(b));
-    }
-}
-template <int R>
-__device__ __forceinline__ void dot_q4k(const q4k_task_weights<R>& tw, const q4k_task_acts& x, float (&acc)[R]) {
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += q4k_row(tw.w0[r], tw.w1[r], tw.sm[r], tw.dm[r], x);
-}
+// (< 2^23) and converted once; the mins use the block sums xs.
 template <int R>
 __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
                                          const float* xd, const float* xs, int t, int c, float (&acc)[R]) {
     const int b = t >> 2;
-    const q4k_task_acts x = load_q4k_acts(xq, xd, xs, t, c);
+    const int8_t* ax = xq + b * 256 + 64 * c;
+    const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
+    const int g = b * 8 + 2 * c;
+    const float ad = xd[g];
+    const float2 as = *reinterpret_cast<const float2*>(xs + g);
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int4 w0 = load_stream(q[r] + b * 128 + 32 * c), w1 = load_stream(q[r] + b * 128 + 32 * c + 16);
         const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);  // row's side words (cuda-kernels.h)
         const uint32_t sm = __ldg(side + q4k_sm_word(b) + c), dm = __ldg(side + q4k_dm_word(b));
-        acc[r] += q4k_row(w0, w1, sm, dm, x);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo = __dp4a(word(w0, k) & 0x0f0f0f0f, word(a0, k), lo);
+            lo = __dp4a(word(w1, k) & 0x0f0f0f0f, word(a1, k), lo);
+            hi = dp4a_us(uint32_t(word(w0, k)) & 0xf0f0f0f0u, word(a2, k), hi);
+            hi = dp4a_us(uint32_t(word(w1, k)) & 0xf0f0f0f0u, word(a3, k), hi);
+        }
+        // hi = 16 * (dot of sub-block 2c + 1), so (hi * sc1) >> 4 is exact.
+        const int isum = lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
+        const float mn = byte_float<2>(sm) * as.x + byte_float<3>(sm) * as.y;
+        const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&dm));  // d, dmin
+        acc[r] += dd.x * ad * float(isum) - dd.y * mn;
     }
 }
 
@@ -239,33 +188,25 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
 // of the dp4a operands of sub-block 4g + k: word c of piece 3g + k masked (k < 3) or the low bits of word c of pieces
 // 3g..3g+2 gathered (k = 3). The quants are the signed 4v, so no offset term; the 8 sub-blocks' scaled dots
 // are summed exactly in integers (|sum| < 2^29) and converted once: the activation scale is one per super-block
-// (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4. Split as Q4_K's: load_q6_k, dot_q6_k.
+// (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
 template <int R>
-struct q6k_task_weights {
-    int4 C[R][6];
-    int2 sc[R];
-    float dw[R];
-};
-template <int R>
-__device__ __forceinline__ void load_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t,
-                                          int n_half, q6k_task_weights<R>& tw) {
+__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, int n_half, float (&acc)[R]) {
     const int b = t >> 1;
     // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
     // arithmetic would add a memory latency to each.
     const int grp = t >> 5, n_grp = min(32, n_half - 32 * grp);  // the group of 32 halves (n_grp in the last)
     const int piece0 = 3072 * grp + 16 * (t & 31);
+    int4 C[R][6];
+    int2 sc[R];
+    float dw[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
 #pragma unroll
-        for (int i = 0; i < 6; i++) tw.C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
-        tw.sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
-        tw.dw[r] = h2f(__ldg(d[r] + b));
+        for (int i = 0; i < 6; i++) C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
+        sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
+        dw[r] = h2f(__ldg(d[r] + b));
     }
-}
-template <int R>
-__device__ __forceinline__ void dot_q6_k(const q6k_task_weights<R>& tw, const int8_t* xq, const float* xd, int t,
-                                         float (&acc)[R]) {
-    const int b = t >> 1;
     const float ad = xd[b * 8] * 0.25f;
     const int8_t* ax = xq + 128 * t;
     int part[R];
@@ -280,23 +221,16 @@ __device__ __forceinline__ void dot_q6_k(const q6k_task_weights<R>& tw, const in
             int dot = 0;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                auto w = [&](int n) { return word(tw.C[r][n], c); };  // word c of piece n
+                auto w = [&](int n) { return word(C[r][n], c); };  // word c of piece n
                 const int op = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
                 dot = __dp4a(op, word(a, c), dot);
             }
-            const int scw = s < 4 ? tw.sc[r].x : tw.sc[r].y;
+            const int scw = s < 4 ? sc[r].x : sc[r].y;
             part[r] += int(int8_t(scw >> (8 * (s % 4)))) * dot;
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += tw.dw[r] * (ad * float(part[r]));
-}
-template <int R>
-__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, int n_half, float (&acc)[R]) {
-    q6k_task_weights<R> tw;
-    load_q6_k<R>(q, d, t, n_half, tw);
-    dot_q6_k<R>(tw, xq, xd, t, acc);
+    for (int r = 0; r < R; r++) acc[r] += dw[r] * (ad * float(part[r]));
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {

@@ -27,69 +27,9 @@ namespace memtile::cuda {
 namespace detail {
 namespace {
 
-// Q4_K tasks in lane pairs (k_qkm_q4k_half), bit-equal to task_q4k's loop: the warp's 32 consecutive tasks base + j
-// read 1 KB of quants (task t at byte 32 t of the row), which task_q4k's two 16-byte loads per lane take at a 32-byte
-// stride (half of every sector per load instruction). Here lane l loads piece l & 1 (bytes 16 (l & 1) ..) of tasks
-// base + l / 2 (A: bytes 16 l ..) and base + 16 + l / 2 (B: 512 + 16 l ..), so each load instruction reads 512
-// contiguous bytes, and the activations of those half tasks likewise. A half task's integer sum lo sc0 + (hi sc1 >> 4)
-// is exact and the two halves add to task_q4k's isum (hi is a multiple of 16 in both), so one shuffle gives each lane
-// the whole isum of the task it owns (even lanes A, odd lanes B), whose float term (q4k_term) it adds to acc: lane l's
-// acc is then exactly lane own(l)'s acc of task_q4k's loop (the same terms in the same order), and unpermute_q4k_half
-// moves it there before the warp sum. wbase: the warp's first task (its offset in the W warps of the row), S the task
-// stride.
-__device__ __forceinline__ int q4k_half_isum(const int4& w, const int4& al, const int4& ah, uint32_t sm) {
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        lo = __dp4a(word(w, k) & 0x0f0f0f0f, word(al, k), lo);
-        hi = dp4a_us(uint32_t(word(w, k)) & 0xf0f0f0f0u, word(ah, k), hi);
-    }
-    return lo * int(sm & 0xffu) + ((hi * int((sm >> 8) & 0xffu)) >> 4);
-}
-template <int R, int S, int U>
-__device__ __forceinline__ void q4k_half_tasks(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R],
-                                               const int8_t* xq, const float* xd, const float* xs, int wbase, int n,
-                                               float (&acc)[R]) {
-    const int lane = threadIdx.x & 31, p = lane & 1, h = lane >> 1;
-    const int own = p ? 16 + h : h;
-#pragma unroll U
-    for (int base = wbase; base < n; base += S) {  // warp-uniform
-        const int tA = base + h, tB = base + 16 + h, tO = base + own;
-        const bool vA = tA < n, vB = tB < n, vO = tO < n;
-        const int4 z = make_int4(0, 0, 0, 0);
-        const int4 aAl = vA ? load_act(xq + 64 * tA + 16 * p) : z, aAh = vA ? load_act(xq + 64 * tA + 32 + 16 * p) : z;
-        const int4 aBl = vB ? load_act(xq + 64 * tB + 16 * p) : z, aBh = vB ? load_act(xq + 64 * tB + 32 + 16 * p) : z;
-        // q4k_task_acts' ad, as of the owned task: group 2 t (8 b + 2 c)
-        const float ad = vO ? xd[2 * tO] : 0.0f;
-        const float2 as = vO ? *reinterpret_cast<const float2*>(xs + 2 * tO) : make_float2(0, 0);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const uint8_t* qp = q[r] + 32 * base + 16 * lane;
-            const uint32_t* side = reinterpret_cast<const uint32_t*>(d[r]);
-            const int4 wA = vA ? load_stream(qp) : z, wB = vB ? load_stream(qp + 512) : z;
-            const uint32_t smA = vA ? __ldg(side + q4k_sm_word(tA >> 2) + (tA & 3)) : 0u;
-            const uint32_t smB = vB ? __ldg(side + q4k_sm_word(tB >> 2) + (tB & 3)) : 0u;
-            const uint32_t dm = vO ? __ldg(side + q4k_dm_word(tO >> 2)) : 0u;
-            const int iA = q4k_half_isum(wA, aAl, aAh, smA), iB = q4k_half_isum(wB, aBl, aBh, smB);
-            const int isum = (p ? iB : iA) + __shfl_xor_sync(0xffffffffu, p ? iA : iB, 1);
-            if (vO) acc[r] += q4k_term(isum, p ? smB : smA, dm, ad, as);
-        }
-    }
-}
-// acc of q4k_half_tasks to task_q4k's lanes: lane j < 16 from lane 2 j, lane j >= 16 from lane 2 (j - 16) + 1.
-__device__ __forceinline__ float unpermute_q4k_half(float v) {
-    const int j = threadIdx.x & 31;
-    return __shfl_sync(0xffffffffu, v, j < 16 ? 2 * j : 2 * (j - 16) + 1);
-}
-
-// Early loads of kq_block: none; each thread's first task loaded before griddep_wait (the weights are written by no
-// kernel) and applied after it, in the same order (the same sums); the same where the caller guarantees at most one
-// task per thread and row (no task loop: no registers held beside it).
-constexpr int k_early_none = 0, k_early_first = 1, k_early_only = 2;
-
 // Block `blk` of a K-format product (T = Q4_K or Q6_K): the body of matvec_kernel<T, R, W> with the task loop unrolled
-// by U. y[row] (+)= the row's sum, rows past n_out not stored. EARLY: k_early_*. HALF (Q4_K): q4k_half_tasks.
-template <dtype T, int R, int W, int U, int EARLY = k_early_none, bool HALF = false>
+// by U. y[row] (+)= the row's sum, rows past n_out not stored.
+template <dtype T, int R, int W, int U>
 __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const int8_t* xq, const float* xd,
                                          const float* xs, float* y, int accumulate) {
     constexpr int S = 32 * W, G = k_block_warps / W;
@@ -108,48 +48,14 @@ __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const
         d[r] = w.d + row * d_row;
         acc[r] = 0;
     }
-    if constexpr (T == dtype::q4_k && HALF) {
-        griddep_wait();
-        griddep_launch();
-        q4k_half_tasks<R, S, U>(q, d, xq, xd, xs, tid - lane, n_in / 64, acc);
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = unpermute_q4k_half(acc[r]);
-    } else if constexpr (T == dtype::q4_k) {
-        const int n = n_in / 64, c = tid & 3;
-        int t = tid;
-        if constexpr (EARLY != k_early_none) {
-            q4k_task_weights<R> tw;
-            if (t < n) load_q4k<R>(q, d, t, c, tw);
-            griddep_wait();
-            griddep_launch();
-            if (t < n) dot_q4k<R>(tw, load_q4k_acts(xq, xd, xs, t, c), acc);
-            t += S;
-        } else {
-            griddep_wait();
-            griddep_launch();
-        }
-        if constexpr (EARLY != k_early_only) {
+    griddep_wait();
+    griddep_launch();
+    if constexpr (T == dtype::q4_k) {
 #pragma unroll U
-            for (; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, c, acc);
-        }
+        for (int t = tid; t < n_in / 64; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
     } else {
-        const int n = n_in / 128;
-        int t = tid;
-        if constexpr (EARLY != k_early_none) {
-            q6k_task_weights<R> tw;
-            if (t < n) load_q6_k<R>(q, d, t, n, tw);
-            griddep_wait();
-            griddep_launch();
-            if (t < n) dot_q6_k<R>(tw, xq, xd, t, acc);
-            t += S;
-        } else {
-            griddep_wait();
-            griddep_launch();
-        }
-        if constexpr (EARLY != k_early_only) {
 #pragma unroll U
-            for (; t < n; t += S) task_q6_k<R>(q, d, xq, xd, t, n, acc);
-        }
+        for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
     }
     float v[R];
 #pragma unroll
@@ -180,8 +86,7 @@ constexpr int64_t rows_per_block() {
 
 // a: Q4_K at RA x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
 // MINB 8 caps the registers at 64 (8 blocks of 4 warps per SM, the Q4_K kernel's occupancy); 0: no cap.
-// EA, EB: kq_block's early loads (k_early_*) of the a and the b blocks; HA: the a blocks in lane pairs (HALF).
-template <int RA, int RB, bool B_FIRST, int MINB, int EA = k_early_none, int EB = k_early_none, bool HA = false>
+template <int RA, int RB, bool B_FIRST, int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_pair_kernel(gpu_weight a, float* ya, gpu_weight b, float* yb, int64_t nb, const int8_t* xq, const float* xd,
                        const float* xs) {
@@ -189,16 +94,16 @@ __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     const int64_t na = int64_t(gridDim.x) - nb;
     const bool is_b = B_FIRST ? blk < nb : blk >= na;
     if (is_b)
-        kq_block<dtype::q6_k, RB, 1, 2, EB>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
+        kq_block<dtype::q6_k, RB, 1, 2>(b, B_FIRST ? blk : blk - na, xq, xd, xs, yb, 0);
     else
-        kq_block<dtype::q4_k, RA, 2, HA ? 1 : 2, EA, HA>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
+        kq_block<dtype::q4_k, RA, 2, 2>(a, B_FIRST ? blk - nb : blk, xq, xd, xs, ya, 0);
 }
 
 // MINB as matvec_pair_kernel: 4 x 2 takes 79 registers (a cap at 64 spilled 156 bytes), 2 x 2 unrolled by 4 fits 64.
-template <dtype T, int R, int W, int U, int MINB, int EARLY = k_early_none, bool HALF = false>
+template <dtype T, int R, int W, int U, int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_kq_kernel(gpu_weight w, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
-    kq_block<T, R, W, U, EARLY, HALF>(w, blockIdx.x, xq, xd, xs, y, accumulate);
+    kq_block<T, R, W, U>(w, blockIdx.x, xq, xd, xs, y, accumulate);
 }
 
 // Q4_K with n_in <= 4,096 (one task per thread and row at 2 x 2) in loops over row pairs: group g of block b takes the
@@ -293,13 +198,13 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     }
 }
 
-template <int RA, int RB, bool B_FIRST, int MINB, int EA = k_early_none, int EB = k_early_none, bool HA = false>
+template <int RA, int RB, bool B_FIRST, int MINB>
 void launch_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, const int8_t* xq, const float* xd,
                  const float* xs, cudaStream_t s) {
     const int64_t pa = rows_per_block<RA, 2>(), pb = rows_per_block<RB, 1>();
     const int64_t na = (a.n_out + pa - 1) / pa, nb = (b.n_out + pb - 1) / pb;
-    launch(matvec_pair_kernel<RA, RB, B_FIRST, MINB, EA, EB, HA>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b,
-           yb, nb, xq, xd, xs);
+    launch(matvec_pair_kernel<RA, RB, B_FIRST, MINB>, unsigned(na + nb), 32 * k_block_warps, s, a, ya, b, yb, nb, xq,
+           xd, xs);
 }
 
 }  // namespace
@@ -320,10 +225,6 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
         return launch_pair<4, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
     if (bits & k_qkm_pair_v2) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
-        if ((bits & k_qkm_q4k_half) && !b_last && !(bits & k_qkm_early_small))
-            return launch_pair<2, 2, true, 0, k_early_none, k_early_none, true>(a, ya, b, yb, xq, xd, xs, s);
-        if ((bits & k_qkm_early_small) && !b_last && b.n_in <= 128 * 32)  // V: one task per thread
-            return launch_pair<2, 2, true, 0, k_early_first, k_early_only>(a, ya, b, yb, xq, xd, xs, s);
         if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
         return launch_pair<2, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
@@ -346,30 +247,11 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         return true;
     };
     const int warps = default_matvec_shape(w).warps;
-    // Early loads (k_qkm_early_*) at the default shapes: Q6_K down 2 x 4, Q6_K output 2 x 1, Q4_K 2 x 2.
-    const bool down = w.n_in >= 8192, output = w.n_out > 32768, gate_up = !down && !output && w.n_out > 8192;
-    if (default_matvec_shape(w).rows == 2) {
-        // Q6_K: only where a row has at most one task per thread (k_early_only: no task loop, no registers beyond it).
-        if (w.type == dtype::q6_k && warps == 4 && down && w.n_in <= 128 * 128 && (bits & k_qkm_early_down))
-            return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 0, k_early_only>, rows_per_block<2, 4>());
-        if (w.type == dtype::q6_k && warps == 1 && output && w.n_in <= 128 * 32 && (bits & k_qkm_early_output))
-            return run(matvec_kq_kernel<dtype::q6_k, 2, 1, 2, 0, k_early_only>, rows_per_block<2, 1>());
-        if (w.type == dtype::q4_k && warps == 2 &&
-            (bits & (down      ? k_qkm_early_down
-                     : gate_up ? k_qkm_early_gate_up
-                               : k_qkm_early_small)))
-            return run(matvec_kq_kernel<dtype::q4_k, 2, 2, 2, 0, k_early_first>, rows_per_block<2, 2>());
-    }
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_3))
         return run(matvec_kq_kernel<dtype::q6_k, 3, 4, 2, 0>, rows_per_block<3, 4>());
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_64))
         return run(matvec_kq_kernel<dtype::q6_k, 2, 4, 2, 8>, rows_per_block<2, 4>());
     if (w.type != dtype::q4_k || warps != 2) return false;
-    if ((bits & k_qkm_q4k_half) && default_matvec_shape(w).rows == 2)
-        // Capped at 64 registers (8 blocks per SM as the plain kernel): unrolled by 2, ptxas spills 4 bytes (u2 bit).
-        return w.n_in >= 8192 && (bits & k_qkm_q4k_half_u2)
-                   ? run(matvec_kq_kernel<dtype::q4_k, 2, 2, 2, 8, k_early_none, true>, rows_per_block<2, 2>())
-                   : run(matvec_kq_kernel<dtype::q4_k, 2, 2, 1, 8, k_early_none, true>, rows_per_block<2, 2>());
     if ((bits & k_qkm_gate_up_loop) && w.n_in <= 4096 && w.n_out > 8192) {
         // As many blocks as are resident at once (7 per SM at 72 registers), at most one per 2 pairs.
         static int resident = 0;
