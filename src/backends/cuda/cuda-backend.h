@@ -97,8 +97,8 @@ void set_pdl(bool on);
 // docs/cuda-decode-log.md, "Session 7 (branch gclu)").
 constexpr unsigned k_attn_cluster_k = 1u << 22;
 constexpr unsigned k_attn_cluster = 1u << 23;
-constexpr unsigned k_decode_fusion_default =
-    2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2;
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair |
+                                             k_qkm_pair_v2 | k_qkm_lean_q6k | k_qkm_lean_pair;
 constexpr unsigned k_decode_fusion_all =
     2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
     k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 | k_qkm_down_4x2 |

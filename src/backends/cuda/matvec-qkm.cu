@@ -19,6 +19,9 @@
 //   6).
 // - k_qkm_gate_up_loop: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident
 //   slot (matvec_q4k_loop_kernel).
+// - k_qkm_lean_q4k / k_qkm_lean_q6k / k_qkm_lean_pair (session 8): the products at their default shapes / the pair in
+//   matvec_kq_lean_kernel / matvec_pair_lean_kernel (32-bit index arithmetic, host constants, no task loop for one
+//   task per thread: Q6_K 52 registers instead of 76-80, the pair 48 instead of 80). Q6_K and the pair default on.
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
