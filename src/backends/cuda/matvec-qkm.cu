@@ -353,7 +353,7 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
     }
     kq_lean_args la, lb;
     if ((bits & k_qkm_lean_pair) && (bits & k_qkm_pair_v2) && !b_last && !(bits & k_qkm_pair_qk4) && a.n_in <= 4096 &&
-        lean_args(a, la) && lean_args(b, lb)) {  // one task per thread in both (Q4_K 64 x 2 x 32, Q6_K 32 x 128)
+        lean_args(a, la) && lean_args(b, lb)) {  // n_in <= 4,096: Q4_K <= 64 tasks over 2 warps, Q6_K <= 32 over 1
         const int na = int((a.n_out + 3) / 4), nb = int((b.n_out + 7) / 8);
         return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
                       xs);
