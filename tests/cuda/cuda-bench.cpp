@@ -77,8 +77,8 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
 }
 
 // Q6_K A/B (session 5, branch gq6): the Q6_K and Q4_K matvecs alone on the Q4_K_M llama3-8b shapes, with sweep the
-// Q6_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only public
-// entry points, so the same driver builds against another tree for a same-run comparison.
+// Q6_K and Q4_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only
+// public entry points, so the same driver builds against another tree for a same-run comparison.
 void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     struct mat {
         int64_t n_in, n_out;
@@ -95,14 +95,15 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     }
     if (sweep) {
         const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}};
-        for (const auto& m : mats) {
-            std::string line = fmt::format("  q6_k shapes {:>6}x{:<6}", m.n_out, m.n_in);
-            for (const auto& sh : shapes)
-                line += fmt::format("  {}x{} {:5.0f}", sh[0], sh[1],
-                                    cuda::bench_matvec(dtype::q6_k, m.n_in, m.n_out, 20, sh[0], sh[1]));
-            fmt::print("{}\n", line);
-            std::fflush(stdout);
-        }
+        for (dtype t : {dtype::q6_k, dtype::q4_k})
+            for (const auto& m : mats) {
+                std::string line = fmt::format("  {} shapes {:>6}x{:<6}", dtype_name(t), m.n_out, m.n_in);
+                for (const auto& sh : shapes)
+                    line += fmt::format("  {}x{} {:5.0f}", sh[0], sh[1],
+                                        cuda::bench_matvec(t, m.n_in, m.n_out, 20, sh[0], sh[1]));
+                fmt::print("{}\n", line);
+                std::fflush(stdout);
+            }
     }
     const auto& preset = find_preset("llama3-8b");
     for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {

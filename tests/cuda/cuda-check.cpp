@@ -328,7 +328,15 @@ void check_qkm_products() {
                           {14336, 29, 67, cuda::k_qkm_q6_down_3},
                           {256, 8201, 0, cuda::k_qkm_gate_up_3x2},
                           {1024, 20001, 0, cuda::k_qkm_gate_up_loop},
-                          {14336, 33, 0, cuda::k_qkm_down_u4}};
+                          {14336, 33, 0, cuda::k_qkm_down_u4},
+                          {4096, 8194, 1025, cuda::k_qkm_lean_q4k | cuda::k_qkm_lean_q6k},
+                          {14336, 131, 67, cuda::k_qkm_lean_q4k | cuda::k_qkm_lean_q6k},
+                          {20480, 33, 35, cuda::k_qkm_lean_q4k | cuda::k_qkm_lean_q6k},
+                          {6144, 77, 33, cuda::k_qkm_lean_q4k | cuda::k_qkm_lean_q6k},
+                          {256, 5, 3, cuda::k_qkm_lean_q4k | cuda::k_qkm_lean_q6k},
+                          {4096, 642, 130, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_lean_pair},
+                          {2816, 77, 33, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_lean_pair},
+                          {256, 33, 17, cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_lean_pair}};
     for (const auto& it : items) {
         try {
             const auto r =

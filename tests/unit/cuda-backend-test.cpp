@@ -86,7 +86,10 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
          {item{512, 8194, 0, k_qkm_gate_up_4x2}, item{512, 8194, 0, k_qkm_gate_up_3x2},
           item{1024, 20001, 0, k_qkm_gate_up_loop}, item{4096, 77, 0, k_qkm_small_4x2},
           item{8192, 77, 0, k_qkm_down_u4}, item{8192, 77, 0, k_qkm_down_4x2}, item{1024, 77, 0, k_qkm_all_1x2},
-          item{8192, 77, 33, k_qkm_q6_down_64}, item{8192, 77, 33, k_qkm_q6_down_3}}) {
+          item{8192, 77, 33, k_qkm_q6_down_64}, item{8192, 77, 33, k_qkm_q6_down_3},
+          item{4096, 131, 1025, k_qkm_lean_q4k | k_qkm_lean_q6k}, item{14336, 77, 35, k_qkm_lean_q4k | k_qkm_lean_q6k},
+          item{6144, 33, 33, k_qkm_lean_q4k | k_qkm_lean_q6k},
+          item{2816, 77, 33, k_qkm_pair | k_qkm_pair_v2 | k_qkm_lean_pair}}) {
         const auto r = test::compare_qkm_products(it.n_in, it.n_out_a, it.n_out_b, it.bits, it.bits);
         EXPECT_LE(r.nmse, 1e-9) << "bits " << it.bits;
         EXPECT_TRUE(r.bit_equal) << "bits " << it.bits;

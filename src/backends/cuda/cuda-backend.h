@@ -88,7 +88,8 @@ void set_pdl(bool on);
 // with any mask (for A/B benchmarks). The fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and
 // RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
 // offered.
-// Bits 256 .. 2^21: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, session 7).
+// Bits 256 .. 2^21, 2^24 .. 2^26: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md,
+// sessions 7 and 8).
 // k_attn_cluster_k / k_attn_cluster (with 32): the attention merge in a thread-block cluster of the attention kernel's
 // blocks, through distributed shared memory, for a K-format Wo (replacing the merge kernel) / for another Wo (replacing
 // the last-block merge of bit 2), where a chunk's heads x splits fit a cluster of 8 (n_ctx <= 512 for a K-format Wo,
@@ -96,12 +97,12 @@ void set_pdl(bool on);
 // docs/cuda-decode-log.md, "Session 7 (branch gclu)").
 constexpr unsigned k_attn_cluster_k = 1u << 22;
 constexpr unsigned k_attn_cluster = 1u << 23;
-constexpr unsigned k_decode_fusion_default =
-    2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2;
-constexpr unsigned k_decode_fusion_all = 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster |
-                                         k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 | k_qkm_small_4x2 |
-                                         k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 |
-                                         k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3;
+constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair |
+                                             k_qkm_pair_v2 | k_qkm_lean_q6k | k_qkm_lean_pair;
+constexpr unsigned k_decode_fusion_all =
+    2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
+    k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 | k_qkm_down_4x2 |
+    k_qkm_q6_down_64 | k_qkm_q6_down_3 | k_qkm_lean_q4k | k_qkm_lean_q6k | k_qkm_lean_pair;
 void set_decode_fusion(unsigned mask);
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous

@@ -504,7 +504,8 @@ private:
         }
         launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_for({{output_, 0}}), xd_,
                         xs_, s);
-        launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
+        if (!launch_matvec_qkm(output_, xq_, xd_, xs_, logits_, false, decode_fusion(), s))
+            launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
         launch_argmax(logits_, int(c.n_vocab), token, pos, argmax_scratch_, s);
     }
 

@@ -19,6 +19,9 @@
 //   6).
 // - k_qkm_gate_up_loop: Q4_K gate/up (n_in <= 4,096, n_out > 8,192) in loops over row pairs, one block per resident
 //   slot (matvec_q4k_loop_kernel).
+// - k_qkm_lean_q4k / k_qkm_lean_q6k / k_qkm_lean_pair (session 8): the products at their default shapes / the pair in
+//   matvec_kq_lean_kernel / matvec_pair_lean_kernel (32-bit index arithmetic, host constants, no task loop for one
+//   task per thread: Q6_K 52 registers instead of 76-80, the pair 48 instead of 80). Q6_K and the pair default on.
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
@@ -63,6 +66,130 @@ __device__ __forceinline__ void kq_block(const gpu_weight& w, int64_t blk, const
 template <int R, int W>
 constexpr int64_t rows_per_block() {
     return int64_t(R) * (k_block_warps / W);
+}
+
+// The K-format product with 32-bit index arithmetic and per-launch constants from the host (k_qkm_lean_q4k /
+// k_qkm_lean_q6k): kq_block's tasks, order and sums (bit-equal), with less work outside the tasks. kq_block derives a
+// row's pointers in 64-bit arithmetic from gpu_weight (clamps, the side-array stride with its divisions, the null check
+// of d); for a product of one task per thread (gate/up, Wo, Q/K/V, the Q6_K down and output) that prologue and the
+// unrolled loop's remainder handling are about as many instructions as the task itself (SASS of the 2 x 2 Q4_K kernel:
+// ~70 before the first load, ~175 for the one task, ~30 after), and the Q4_K gate/up is half issue-busy (ncu).
+// ONE: at most one task per thread and row (n_tasks <= 32 W): no loop.
+struct kq_lean_args {
+    const uint8_t* q;   // row r at q + r row_bytes
+    const uint16_t* d;  // row r at d + r d_row (Q4_K: its side words, Q6_K: its f16 scales)
+    int n_out, row_bytes, d_row, n_in;
+};
+template <dtype T, int R, int W, bool ONE>
+__device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, const int8_t* xq, const float* xd,
+                                              const float* xs, float* y, int accumulate) {
+    constexpr int S = 32 * W, G = k_block_warps / W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
+    const int tid = (warp % W) * 32 + lane;
+    const int row0 = (blk * G + group) * R;
+    const uint8_t* q[R];
+    const uint16_t* d[R];
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const unsigned row = unsigned(min(row0 + r, a.n_out - 1));
+        q[r] = a.q + size_t(row) * unsigned(a.row_bytes);
+        d[r] = a.d + size_t(row) * unsigned(a.d_row);
+        acc[r] = 0;
+    }
+    griddep_wait();
+    griddep_launch();
+    if constexpr (T == dtype::q4_k) {
+        const int n = a.n_in >> 6;
+        if constexpr (ONE) {
+            if (tid < n) task_q4k<R>(q, d, xq, xd, xs, tid, tid & 3, acc);
+        } else {
+#pragma unroll 2
+            for (int t = tid; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+        }
+    } else {
+        const int n = a.n_in >> 7;
+        if constexpr (ONE) {
+            if (tid < n) task_q6_k<R>(q, d, xq, xd, tid, n, acc);
+        } else {
+#pragma unroll 2
+            for (int t = tid; t < n; t += S) task_q6_k<R>(q, d, xq, xd, t, n, acc);
+        }
+    }
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
+    if constexpr (W > 1) {
+        __shared__ float part[k_block_warps][R];
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++) part[warp][r] = v[r];
+        __syncthreads();
+        if (tid >= R) return;
+        float sum = 0;
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += part[group * W + k][tid];
+        if (row0 + tid < a.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + sum : sum;
+    } else {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < a.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
+    }
+}
+template <dtype T, int R, int W, bool ONE>
+__global__ void __launch_bounds__(32 * k_block_warps)
+    matvec_kq_lean_kernel(kq_lean_args a, const int8_t* xq, const float* xd, const float* xs, float* y,
+                          int accumulate) {
+    kq_lean_block<T, R, W, ONE>(a, int(blockIdx.x), xq, xd, xs, y, accumulate);
+}
+// The pair launch (matvec_pair_kernel<2, 2, true, 0>: V blocks first) with lean blocks where each thread has one task
+// in both matrices (k_qkm_lean_pair).
+__global__ void __launch_bounds__(32 * k_block_warps)
+    matvec_pair_lean_kernel(kq_lean_args a, float* ya, kq_lean_args b, float* yb, int nb, const int8_t* xq,
+                            const float* xd, const float* xs) {
+    const int blk = int(blockIdx.x);
+    if (blk < nb)
+        kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
+    else
+        kq_lean_block<dtype::q4_k, 2, 2, true>(a, blk - nb, xq, xd, xs, ya, 0);
+}
+
+// The lean arguments of w; false where the 32-bit arithmetic does not cover it.
+bool lean_args(const gpu_weight& w, kq_lean_args& a) {
+    const int64_t d_row = w.type == dtype::q4_k ? 2 * q4k_side_row_words(w.n_in / 256) : w.n_in / 256;
+    constexpr int64_t lim = int64_t(1) << 30;
+    if (!w.d || w.n_out >= lim || w.q_row_bytes >= lim || w.n_in >= lim) return false;
+    a = kq_lean_args{w.q, w.d, int(w.n_out), int(w.q_row_bytes), int(d_row), int(w.n_in)};
+    return true;
+}
+
+// matvec_kq_lean_kernel at w's default shape (R = 2; W = 2 for Q4_K, 1 or 4 for Q6_K); false where the 32-bit
+// arithmetic does not cover w.
+bool launch_lean(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y, bool accumulate,
+                 cudaStream_t s) {
+    const matvec_shape shape = default_matvec_shape(w);
+    kq_lean_args a;
+    if (shape.rows != 2 || !lean_args(w, a)) return false;
+    const int acc = accumulate ? 1 : 0;
+    const int task_elems = w.type == dtype::q4_k ? 64 : 128;
+    const bool one = w.n_in / task_elems <= 32 * shape.warps;
+    const unsigned blocks =
+        unsigned((w.n_out + 2 * (k_block_warps / shape.warps) - 1) / (2 * (k_block_warps / shape.warps)));
+    auto go = [&](auto kernel) {
+        launch(kernel, blocks, 32 * k_block_warps, s, a, xq, xd, xs, y, acc);
+        return true;
+    };
+    if (w.type == dtype::q4_k && shape.warps == 2)
+        return one ? go(matvec_kq_lean_kernel<dtype::q4_k, 2, 2, true>)
+                   : go(matvec_kq_lean_kernel<dtype::q4_k, 2, 2, false>);
+    if (w.type == dtype::q6_k && shape.warps == 4)
+        return one ? go(matvec_kq_lean_kernel<dtype::q6_k, 2, 4, true>)
+                   : go(matvec_kq_lean_kernel<dtype::q6_k, 2, 4, false>);
+    if (w.type == dtype::q6_k && shape.warps == 1)
+        return one ? go(matvec_kq_lean_kernel<dtype::q6_k, 2, 1, true>)
+                   : go(matvec_kq_lean_kernel<dtype::q6_k, 2, 1, false>);
+    return false;
 }
 
 // a: Q4_K at RA x 2 (ya), b: Q6_K at RB x 1 (yb); the first nb blocks take b when B_FIRST, else the last nb.
@@ -205,6 +332,13 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
     if ((bits & k_qkm_pair_qk4) && (bits & k_qkm_pair_v2)) {  // Q/K at 4 x 2, V 2 x 1, V first
         return launch_pair<4, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
     }
+    kq_lean_args la, lb;
+    if ((bits & k_qkm_lean_pair) && (bits & k_qkm_pair_v2) && !b_last && !(bits & k_qkm_pair_qk4) && a.n_in <= 4096 &&
+        lean_args(a, la) && lean_args(b, lb)) {  // n_in <= 4,096: Q4_K <= 64 tasks over 2 warps, Q6_K <= 32 over 1
+        const int na = int((a.n_out + 3) / 4), nb = int((b.n_out + 7) / 8);
+        return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
+                      xs);
+    }
     if (bits & k_qkm_pair_v2) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
         if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);
         return launch_pair<2, 2, true, 0>(a, ya, b, yb, xq, xd, xs, s);
@@ -228,6 +362,9 @@ bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, c
         return true;
     };
     const int warps = default_matvec_shape(w).warps;
+    if ((bits & (w.type == dtype::q4_k ? k_qkm_lean_q4k : k_qkm_lean_q6k)) &&
+        (w.type == dtype::q4_k || w.type == dtype::q6_k) && launch_lean(w, xq, xd, xs, y, accumulate, s))
+        return true;
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_3))
         return run(matvec_kq_kernel<dtype::q6_k, 3, 4, 2, 0>, rows_per_block<3, 4>());
     if (w.type == dtype::q6_k && warps == 4 && (bits & k_qkm_q6_down_64))

@@ -1,4 +1,5 @@
-// Q4_K_M decode products in other launch forms (matvec-qkm.cu; docs/cuda-decode-log.md "Session 7 (branch gqkm)"):
+// Q4_K_M decode products in other launch forms (matvec-qkm.cu; docs/cuda-decode-log.md "Session 7 (branch gqkm)",
+// "Session 8 (branch gkq8)"):
 // bit-equal to launch_matvec of each matrix. `bits`: the decode fusion mask (cuda-backend.h).
 #pragma once
 

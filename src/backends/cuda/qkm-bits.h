@@ -19,5 +19,12 @@ constexpr unsigned k_qkm_down_4x2 = 1u << 18;      // Q4_K down at 4 x 2
 constexpr unsigned k_qkm_all_1x2 = 1u << 19;       // every other Q4_K product at 1 x 2
 constexpr unsigned k_qkm_q6_down_64 = 1u << 20;    // Q6_K down (4 warps per row) capped at 64 registers
 constexpr unsigned k_qkm_q6_down_3 = 1u << 21;     // Q6_K down at 3 rows per block
+// Bits 22, 23: cuda-backend.h. The products at their default shapes by matvec_kq_lean_kernel (32-bit index arithmetic,
+// constants from the host, no task loop where a thread has one task; docs/cuda-decode-log.md, "Session 8 (branch
+// gkq8)"): Q4_K (2 x 2; not the pair's Q/K; measured slower, off) / Q6_K (down 2 x 4, output and other 2 x 1; not the
+// pair's V; default on) / the pair launch (default on).
+constexpr unsigned k_qkm_lean_q4k = 1u << 24;
+constexpr unsigned k_qkm_lean_q6k = 1u << 25;
+constexpr unsigned k_qkm_lean_pair = 1u << 26;  // the pair launch (with k_qkm_pair_v2, V first) in lean blocks
 
 }  // namespace memtile::cuda
