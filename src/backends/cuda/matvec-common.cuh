@@ -390,10 +390,11 @@ __device__ __forceinline__ void dot_q4k_staged(const int4* w, const uint32_t* sw
 }
 
 // The kernels' epilogue: each row's lane partials summed over the warp, then over the W warps that share the row
-// (in warp order), written to y[row0 + r] or added to it (accumulate). y: [n_out] f32.
-template <int R, int W>
-__device__ __forceinline__ void store_row_sums(const float (&acc)[R], int warp, int lane, int group, int tid,
-                                               int64_t row0, int64_t n_out, float* y, bool accumulate) {
+// (in warp order), written to y[row0 + r] or added to it (accumulate). y: [n_out] f32. I: the row index type (int in
+// the lean kernels, whose 32-bit index arithmetic saves registers).
+template <int R, int W, class I = int64_t>
+__device__ __forceinline__ void store_row_sums(const float (&acc)[R], int warp, int lane, int group, int tid, I row0,
+                                               I n_out, float* y, bool accumulate) {
     float v[R];
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);

@@ -116,26 +116,7 @@ __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, co
             for (int t = tid; t < n; t += S) task_q6_k<R>(q, d, xq, xd, t, n, acc);
         }
     }
-    float v[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
-    if constexpr (W > 1) {
-        __shared__ float part[k_block_warps][R];
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++) part[warp][r] = v[r];
-        __syncthreads();
-        if (tid >= R) return;
-        float sum = 0;
-#pragma unroll
-        for (int k = 0; k < W; k++) sum += part[group * W + k][tid];
-        if (row0 + tid < a.n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + sum : sum;
-    } else {
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < a.n_out) y[row0 + r] = accumulate ? y[row0 + r] + v[r] : v[r];
-    }
+    store_row_sums<R, W, int>(acc, warp, lane, group, tid, row0, a.n_out, y, accumulate);
 }
 template <dtype T, int R, int W, bool ONE>
 __global__ void __launch_bounds__(32 * k_block_warps)
