@@ -24,7 +24,7 @@ __device__ __forceinline__ void griddep_launch() {
 }
 // The shared-memory carveout (percent, -1: the driver's choice) every kernel launched here asks for
 // (set_matvec_prefetch in cuda-backend.h; one value for all of a step's kernels, so that an SM need not drain to change
-// its L1 / shared-memory split between them: docs/cuda-decode-log.md, "Session 6 (branch gmv)").
+// its L1 / shared-memory split between them: docs/cuda-decode-log-s5-s6.md, "Session 6 (branch gmv)").
 int launch_carveout();
 
 // `smem`: bytes of dynamic shared memory per block; `cluster`: thread-block cluster dimensions (grid a multiple of
