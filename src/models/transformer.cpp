@@ -121,7 +121,7 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
                r == tensor_role::attn_v || r == tensor_role::attn_qkv || r == tensor_role::attn_output ||
                r == tensor_role::ffn_gate || r == tensor_role::ffn_up || r == tensor_role::ffn_down;
     };
-    if (repack) {
+    if (repack && o.packed_arena) {
         // The packed copies of the CPU's matrices go into one arena in decode order (the table's layer order,
         // the output matrix last; the loop below prepares them in that order), so a decode step reads them as
         // one stream (packed_arena in matmul.h).
