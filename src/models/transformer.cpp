@@ -114,8 +114,32 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
     // mlocked pages cannot be dropped.
     const bool releasable = g->file().is_mmapped() && !o.load.mlock;
     const bool repack = o.repack == repack_mode::on || (o.repack == repack_mode::automatic && releasable);
-    const cpu::prepare_options po{repack, repack && g->file().is_mmapped(), pool};
+    cpu::prepare_options po{repack, repack && g->file().is_mmapped(), pool};
     const bool cpu_output = o.cpu_layers >= m->cfg_.n_layer;
+    const auto is_matrix = [](tensor_role r) {
+        return r == tensor_role::output || r == tensor_role::attn_q || r == tensor_role::attn_k ||
+               r == tensor_role::attn_v || r == tensor_role::attn_qkv || r == tensor_role::attn_output ||
+               r == tensor_role::ffn_gate || r == tensor_role::ffn_up || r == tensor_role::ffn_down;
+    };
+    if (repack && o.packed_arena) {
+        // The packed copies of the CPU's matrices go into one arena in decode order (the table's layer order,
+        // the output matrix last; the loop below prepares them in that order), so a decode step reads them as
+        // one stream (packed_arena in matmul.h).
+        size_t total = 0;
+        bool has_output = false;
+        for (const auto& spec : tensor_table(m->cfg_)) {
+            const auto* t = g->find_tensor(spec.name);
+            if (!t || !is_matrix(spec.role) || !can_dequantize(t->type)) continue;
+            has_output = has_output || spec.role == tensor_role::output;
+            if (spec.layer >= 0 ? uint32_t(spec.layer) < o.cpu_layers : cpu_output)
+                total += cpu::packed_bytes(view_of(*t), po);
+        }
+        if (!has_output && cpu_output) {
+            const auto* t = g->find_tensor("token_embd.weight");
+            if (t && can_dequantize(t->type)) total += cpu::packed_bytes(view_of(*t), po);
+        }
+        if (total > 0) po.arena = std::make_shared<cpu::packed_arena>(total);
+    }
     // layer: the tensor's layer, -1 for the output matrix.
     auto weight = [&](const std::string& name, int layer) {
         const auto* t = g->find_tensor(name);
@@ -126,6 +150,7 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         return cpu::prepare_weight(view_of(*t), on_cpu ? po : cpu::prepare_options{});
     };
     m->layers_.resize(m->cfg_.n_layer);
+    std::string output_name;
     for (const auto& spec : tensor_table(m->cfg_)) {
         const auto* t = g->find_tensor(spec.name);
         if (!t) continue;  // optional and absent (checked above)
@@ -133,7 +158,7 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
         switch (spec.role) {
             case tensor_role::token_embd: m->tok_embd_ = view_of(*t); break;
             case tensor_role::output_norm: m->output_norm_ = to_f32(*t); break;
-            case tensor_role::output: m->output_ = weight(spec.name, spec.layer); break;
+            case tensor_role::output: output_name = spec.name; break;  // prepared last (decode order)
             case tensor_role::rope_freqs: m->rope_factors_ = to_f32(*t); break;
             case tensor_role::attn_norm: L->attn_norm = to_f32(*t); break;
             case tensor_role::ffn_norm: L->ffn_norm = to_f32(*t); break;
@@ -150,6 +175,7 @@ std::unique_ptr<transformer> transformer::from_gguf(std::shared_ptr<gguf_file> g
             case tensor_role::ffn_down: L->w_down = weight(spec.name, spec.layer); break;
         }
     }
+    if (!output_name.empty()) m->output_ = weight(output_name, -1);
     if (!can_dequantize(m->tok_embd_.type))
         fail("model", "{}: token_embd.weight has unsupported type {}", g->path(), dtype_name(m->tok_embd_.type));
     if (!m->output_) m->output_ = cpu::prepare_weight(m->tok_embd_, cpu_output ? po : cpu::prepare_options{});  // tied

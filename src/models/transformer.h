@@ -50,6 +50,9 @@ struct model_options {
     // Layers [0, cpu_layers) are computed by the CPU engine (--gpu-layers: the GPU runs the others and the output
     // from the file's bytes); only their matrices are repacked, so the GPU's share holds no packed host copy.
     uint32_t cpu_layers = UINT32_MAX;
+    // With repack: the packed copies in one arena in decode order (cpu::packed_arena); false gives each its own
+    // buffer, the layout before session 8 (an A/B switch for bench-decode-arena; results are the same bit for bit).
+    bool packed_arena = true;
 };
 
 // The CLI spelling ("off", "on", "auto") and back; parse throws memtile::error on anything else.

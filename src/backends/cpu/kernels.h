@@ -28,6 +28,9 @@ struct act_view {
     const float* d = nullptr;
     const int16_t* bsums = nullptr;
     int64_t n_in = 0;
+    // The call runs on one thread: the x8 K-format decode kernels then prefetch every group, not only the long
+    // rows' (docs/cpu.md, session 8: +3-8 % at one thread, 5-10 % slower at two).
+    bool one_thread = false;
 };
 
 // y[t * y_stride + o] = dot(row o, token t) for o in [row_begin, row_end), t < n_tok.

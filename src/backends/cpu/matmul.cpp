@@ -35,6 +35,13 @@ struct free_deleter {
     void operator()(uint8_t* p) const { std::free(p); }
 };
 
+constexpr size_t k_huge_page = size_t(2) << 20;
+
+// Bytes of a repacked copy: whole groups, rounded to a cache line so that the next copy in an arena starts on one.
+size_t packed_size(size_t group_bytes, int64_t n_groups) {
+    return (group_bytes * size_t(n_groups) + 63) / 64 * 64;
+}
+
 // Returns the whole pages inside [p, p + n) of a file mapping to the OS.
 void release_pages(const uint8_t* p, size_t n) {
     const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
@@ -51,16 +58,22 @@ public:
           group_rows_(repack::group_rows(w.type)),
           group_bytes_(repack::group_bytes(w.type, w.n_in)),
           n_groups_((w.n_out + group_rows_ - 1) / group_rows_) {
-        const size_t bytes = (group_bytes_ * size_t(n_groups_) + 63) / 64 * 64;
-        // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
-        // once per token, and 4 KiB pages would cost a TLB miss every 64 cache lines (as --hugepages for the
-        // file layout). The tail past the last whole 2 MiB page stays on small pages, so nothing is wasted.
-        const size_t huge = size_t(2) << 20;
-        void* p = nullptr;
-        if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0) p = nullptr;
-        buf_.reset(static_cast<uint8_t*>(p));
-        if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
-        if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
+        const size_t bytes = packed_size(group_bytes_, n_groups_);
+        if (o.arena) {
+            arena_ = o.arena;
+            data_ = arena_->take(bytes);
+        } else {
+            // Large buffers start on a 2 MiB boundary and ask for transparent huge pages: decode streams them
+            // once per token, and 4 KiB pages would cost a TLB miss every 64 cache lines (as --hugepages for
+            // the file layout). The tail past the last whole 2 MiB page stays on small pages, so nothing is
+            // wasted.
+            void* p = nullptr;
+            if (posix_memalign(&p, bytes >= k_huge_page ? k_huge_page : 64, bytes) != 0) p = nullptr;
+            buf_.reset(static_cast<uint8_t*>(p));
+            if (!buf_) fail("cpu", "repack: cannot allocate {} bytes", bytes);
+            if (bytes >= k_huge_page) madvise(p, bytes / k_huge_page * k_huge_page, MADV_HUGEPAGE);
+            data_ = buf_.get();
+        }
         bytes_ = bytes;
         // Groups are independent: the pool packs them in parallel, and each thread's first touch of its part
         // of the new buffer (the page faults, most of the cost on a VM) runs in parallel too. With
@@ -75,7 +88,7 @@ public:
                     const int64_t row = g * gr + r;
                     rows[r] = row < w_.n_out ? w_.data + size_t(row) * w_.row_bytes : nullptr;
                 }
-                repack::pack_group(w_.type, rows, w_.n_in, buf_.get() + size_t(g) * group_bytes_);
+                repack::pack_group(w_.type, rows, w_.n_in, data_ + size_t(g) * group_bytes_);
             }
             // Whole pages only: a page shared with the neighbouring chunk stays until the end.
             const int64_t r0 = g0 * gr, r1 = std::min(g1 * gr, w_.n_out);
@@ -93,8 +106,8 @@ public:
     }
     const weight_view& view() const override { return w_; }
     uint64_t resident_bytes() const override { return bytes_; }
-    std::span<const uint8_t> streamed() const override { return {buf_.get(), group_bytes_ * size_t(n_groups_)}; }
-    const uint8_t* packed() const { return buf_.get(); }
+    std::span<const uint8_t> streamed() const override { return {data_, group_bytes_ * size_t(n_groups_)}; }
+    const uint8_t* packed() const { return data_; }
     size_t group_bytes() const { return group_bytes_; }
     int64_t n_groups() const { return n_groups_; }
     int group_rows() const { return group_rows_; }
@@ -104,7 +117,9 @@ private:
     int group_rows_;
     size_t group_bytes_;
     int64_t n_groups_;
-    std::unique_ptr<uint8_t, free_deleter> buf_;
+    std::unique_ptr<uint8_t, free_deleter> buf_;  // the copy when it has no arena
+    std::shared_ptr<packed_arena> arena_;         // or the arena that holds it
+    uint8_t* data_ = nullptr;
     uint64_t bytes_ = 0;
 };
 
@@ -186,6 +201,41 @@ uint8_t* gemm_scratch(size_t bytes) {
 }
 
 }  // namespace detail
+
+packed_arena::packed_arena(size_t bytes) : capacity_((bytes + 63) / 64 * 64) {
+    if (capacity_ == 0) return;
+    // 2 MiB of slack to start on a huge-page boundary; only whole huge pages ask for THP (the tail stays on small
+    // pages, as for a buffer of its own).
+    const size_t align = capacity_ >= k_huge_page ? k_huge_page : 64;
+    map_bytes_ = capacity_ + align;
+    void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fail("cpu", "repack: cannot reserve {} bytes for the packed weights", map_bytes_);
+    map_ = static_cast<uint8_t*>(p);
+    base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(map_) + align - 1) / align * align);
+    if (capacity_ >= k_huge_page) madvise(base_, capacity_ / k_huge_page * k_huge_page, MADV_HUGEPAGE);
+}
+
+packed_arena::~packed_arena() {
+    if (map_) munmap(map_, map_bytes_);
+}
+
+uint8_t* packed_arena::take(size_t bytes) {
+    if (bytes % 64 != 0 || bytes > capacity_ - used_)
+        fail("cpu", "repack arena: {} bytes asked, {} of {} left (multiples of 64 expected)", bytes, capacity_ - used_,
+             capacity_);
+    uint8_t* p = base_ + used_;
+    used_ += bytes;
+    return p;
+}
+
+size_t packed_bytes(const weight_view& w, const prepare_options& o) {
+    const auto& tr = traits(w.type);
+    if (!o.repack || !repack::supported(w.type) || !x8_kernel(w.type) || w.n_in <= 0 || w.n_in % tr.block_elems != 0 ||
+        w.n_out <= 0)
+        return 0;
+    const int64_t rows = repack::group_rows(w.type);
+    return packed_size(repack::group_bytes(w.type, w.n_in), (w.n_out + rows - 1) / rows);
+}
 
 std::unique_ptr<prepared_weight> prepare_weight(const weight_view& w, const prepare_options& o) {
     const auto& tr = traits(w.type);
@@ -341,7 +391,8 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         }
         return;
     }
-    const detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
+    detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
+    a.one_thread = pool.size() == 1;
     part parts[k_max_parts];
     int64_t total = 0;
     for (size_t i = 0; i < ws.size(); i++) {

@@ -27,6 +27,8 @@ struct weight_view {
     size_t row_bytes = 0;
 };
 
+class packed_arena;
+
 struct prepare_options {
     bool repack = false;  // allow an interleaved, cache-line-aligned layout built at load (may own memory)
     // The weight bytes are a read-only file mapping: once repacked, their pages are returned to the OS
@@ -35,7 +37,38 @@ struct prepare_options {
     bool release_source = false;
     // Threads that build the repacked layout (the caller's persistent pool; null: the calling thread alone).
     thread_pool* pool = nullptr;
+    // Where the repacked copy goes: the next bytes of this arena (shared by a model's weights, kept alive by each
+    // of them), or, when null, a buffer of its own.
+    std::shared_ptr<packed_arena> arena = nullptr;
 };
+
+// One contiguous mapping for the repacked copies of a model's weights, handed out in the order the weights are
+// prepared (a model prepares them in decode order). Why: a decode step then reads its weights as one sequential
+// stream on 2 MiB pages. Separate buffers per matrix (the earlier layout) read 11-12 % slower at one thread on
+// this VM even with every buffer on 2 MiB pages, and the 0.5 MB k and v matrices (under 2 MiB: small pages) at
+// 0.55-0.6x the rate of the large ones (docs/cpu.md, session 8). Untouched bytes cost no memory: the mapping
+// is reserved (MAP_NORESERVE) and each page is first written by the packer. Not thread-safe (take() is called
+// by the loading thread; the packing itself runs over the pool as before).
+class packed_arena {
+public:
+    explicit packed_arena(size_t bytes);
+    ~packed_arena();
+    packed_arena(const packed_arena&) = delete;
+    packed_arena& operator=(const packed_arena&) = delete;
+    // The next `bytes` (a multiple of 64) of the arena, 64-byte aligned; fails when fewer are left.
+    uint8_t* take(size_t bytes);
+    size_t capacity() const { return capacity_; }
+    size_t used() const { return used_; }
+
+private:
+    uint8_t* map_ = nullptr;
+    size_t map_bytes_ = 0;
+    uint8_t* base_ = nullptr;  // 2 MiB aligned when the arena is at least that large
+    size_t capacity_ = 0, used_ = 0;
+};
+
+// The bytes prepare_weight(w, o) takes from o.arena (its repacked copy), 0 when it does not repack w.
+size_t packed_bytes(const weight_view& w, const prepare_options& o);
 
 // A weight ready for matmul: the original view, plus any layout the kernels built at load.
 class prepared_weight {

@@ -37,7 +37,7 @@ std::vector<float> qkm_products_gguf(const uint8_t*, int64_t, const uint8_t*, in
                                      unsigned) {
     not_compiled();
 }
-std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int, int) {
+std::vector<float> attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int, int, int) {
     not_compiled();
 }
 std::vector<float> embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {

@@ -299,8 +299,8 @@ void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* con
     else
         q4_0_x8<NT>(gp, a, tok, y, o0, n, pf);
 }
-// Whether decode prefetches long-row groups: on for the K formats; off for Q8_0, whose decode measured 2-10 %
-// slower with it at every distance, and for Q4_0, not measured.
+// Whether decode prefetches: on for the K formats; off for Q8_0, whose decode measured 2-10 % slower with it at
+// every distance (sessions 4 and 8), and for Q4_0, not measured.
 constexpr bool x8_prefetches(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
 }
@@ -313,9 +313,11 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
     // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN
-    // down projection), whose activation lines the weight stream evicts from L1 between two groups; stops at
-    // this call's last group.
-    const int64_t pf = x8_prefetches(T) && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
+    // down projection), whose activation lines the weight stream evicts from L1 between two groups, and with one
+    // thread every group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads
+    // the short rows measured 5-10 % slower with it); stops at this call's last group.
+    const int64_t pf =
+        x8_prefetches(T) && (group_bytes >= k_prefetch_min_group || a.one_thread) ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
