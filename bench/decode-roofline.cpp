@@ -9,7 +9,7 @@
 // pages) on two 1 GiB buffers, one round before the first decode run and one after each, the best figure of
 // any variant and round or of the plain read (best against best, as tg is). Why: decode read faster than the
 // plain loop here (its weights are largely on 2 MiB mappings, and a single read before the decode runs can
-// catch a slow 2-thread phase; docs/cpu.md, session 5 cbw), so the plain read is not the achievable read.
+// catch a slow 2-thread phase; docs/cpu-log-s3-s6.md, session 5 cbw), so the plain read is not the achievable read.
 // Prints a Markdown table.
 // With --repack off,on both layouts are loaded and their decode runs alternate; RSS is each model's resident
 // growth after loading it and decoding 2 tokens (with repack on, the released file pages are not counted, the

@@ -41,7 +41,7 @@ public:
 
 // --repack: whether the CPU kernels build their interleaved (x8) layouts at load. automatic: only when the
 // weights are a plain file mapping whose pages can be returned once packed (not --no-mmap, --hugepages or
-// --mlock, where the packed copy would add up to the file's size to resident memory); docs/cpu.md, session 5.
+// --mlock, where the packed copy would add up to the file's size to resident memory); docs/cpu-log-s3-s6.md, session 5.
 enum class repack_mode { off, on, automatic };
 
 struct model_options {

@@ -102,7 +102,7 @@ void set_prefill_gemm(bool on);
 
 // Software prefetch in the decode (1-token) kernels of the float formats and of the x8 K-quant layouts:
 // each 64-byte line of the weight stream is requested into L2 (prefetcht1) `bytes` ahead of its use, within
-// the rows of the calling thread (docs/cpu.md, "Software prefetch"). 0 turns it off; results are the same
+// the rows of the calling thread (docs/cpu-log-s3-s6.md, "Software prefetch"). 0 turns it off; results are the same
 // bit for bit either way (an A/B switch for benchmarks, like set_prefill_gemm).
 inline constexpr int64_t k_default_decode_prefetch = 32 * 1024;
 void set_decode_prefetch(int64_t bytes);

@@ -1,6 +1,6 @@
 // cuBLAS entry points loaded on first use (dlopen) instead of linked. Linked, libcublas and libcublasLt were mapped
 // and initialised in every process of a CUDA-enabled build, CPU runs included: ~145 MB resident (libcublasLt's
-// code, data and initialised storage), against a model file of a few hundred MB (docs/cpu.md, session 5).
+// code, data and initialised storage), against a model file of a few hundred MB (docs/cpu-log-s3-s6.md, session 5).
 #pragma once
 
 #include <cublas_v2.h>

@@ -29,7 +29,7 @@ struct int8_ops {
     }
 };
 
-// Requests the cache lines of [p, p + n) into L2 (prefetcht1; t0 and nta measured slower, docs/cpu.md).
+// Requests the cache lines of [p, p + n) into L2 (prefetcht1; t0 and nta measured slower, docs/cpu-log-s3-s6.md).
 template <int n>
 void prefetch_l2(const uint8_t* p) {
     for (int o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);

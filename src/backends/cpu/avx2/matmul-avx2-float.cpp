@@ -48,7 +48,7 @@ struct float_kernel {
 // accumulators in memory between chunks, so every accumulator sees the FMAs of float_kernel::dot<1> in the
 // same order (the same result, bit for bit). The chunks make the weight reads jump between rows, which the
 // hardware prefetcher does not follow (8.7-9.6 GB/s alone), so the next block's bytes at the same position
-// are requested into L2 while this block is computed: 20-25 GB/s (docs/cpu.md, "Software prefetch").
+// are requested into L2 while this block is computed: 20-25 GB/s (docs/cpu-log-s3-s6.md, "Software prefetch").
 template <class L>
 void decode_long_rows(const weight_view& w, const act_view& a, float* y, int64_t r0, int64_t r1) {
     constexpr int unroll = 4, block = 8;
