@@ -262,12 +262,23 @@ void bench_batch_decode(const std::string& only) {
                                    "Q4_0 4 stages (rows >= 8192)",
                                    "Q4_0 2 stages (rows >= 8192, before gq4b)",
                                    "Q4_0 3 stages (rows < 8192)",
-                                   "Q6_K 4 halves (all)"};
+                                   "Q6_K 4 halves (all)",
+                                   "Q6_K register-staged (before gbq8)",
+                                   "Q6_K pipe 3 stages 3 blocks (short rows), long rows register-staged",
+                                   "Q6_K pipe int sums (short rows), long rows register-staged",
+                                   "Q6_K pipe int sums (long rows), short rows register-staged",
+                                   "Q6_K pipe int sums 4 stages 2 blocks",
+                                   "Q6_K pipe int sums 4 stages 3 blocks",
+                                   "Q6_K pipe int sums 3 stages 3 blocks (long rows too)"};
+            // Session 8 (gbq8), set_mma_q6k_pipe(short rows, long rows): 13 the register-staged Q6_K kernel (main
+            // before), 14-19 other modes for the output/V (short) and down (long) rows (default: the pipelined kernel
+            // with integer sums, mode 6 for the short rows, 7 for the long rows).
+            const int q6_short[] = {6, 0, 4, 6, 0, 7, 8, 6}, q6_long[] = {7, 0, 0, 0, 6, 7, 8, 6};
             // Session 7 (gq4b), set_mma_batch_tune: 8 the Q6_K output product with 4 halves per warp (12: every Q6_K
             // product), 9/10 Q4_0's down matrix with 4/2 stages instead of the default 8, 11 Q4_0's shorter rows
             // with 3.
-            const std::vector<int> qkm_list = {0, 4, 8, 0, 4, 8}, q4_0_list = {0, 10, 9, 0, 10, 9},
-                                   other_list = {0, 1, 2, 3, 0};
+            const std::vector<int> qkm_list = {0, 13, 14, 15, 16, 17, 18, 19, 0, 13, 14, 15, 16, 17, 18, 19},
+                                   q4_0_list = {0, 13, 18, 0, 13, 18}, other_list = {0, 1, 2, 3, 0};
             const bool q40 = ft == file_type::q4_0;
             for (int variant : ft == file_type::q4_k_m ? qkm_list : q40 ? q4_0_list : other_list) {
                 if (variant > 0 && !piped) continue;
@@ -283,6 +294,8 @@ void bench_batch_decode(const std::string& only) {
                                          : variant == 12 ? 1
                                                          : 0,
                                          variant == 11 ? 3 : 2);
+                cuda::set_mma_q6k_pipe(variant >= 13 ? q6_short[variant - 12] : -1,
+                                       variant >= 13 ? q6_long[variant - 12] : -1);
                 cuda::set_prefill_options(o);
                 auto batch = d->make_batch(16, 256);
                 fmt::print("          {}:", names[variant]);
@@ -297,6 +310,7 @@ void bench_batch_decode(const std::string& only) {
             cuda::set_mma_pair(true);
             cuda::set_mma_q4k_stages(0);
             cuda::set_mma_batch_tune(8, 0);
+            cuda::set_mma_q6k_pipe(-1, -1);
             const double single2 = 128 / d->bench_decode(128, 16, 1);
             fmt::print("          single-sequence graph again {:.1f} tok/s\n", single2);
         } catch (const std::exception& e) {

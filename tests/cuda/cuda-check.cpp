@@ -141,6 +141,31 @@ void check_batch_products() {
     } catch (const std::exception& e) {
         report(false, fmt::format("batch products Q4_K+Q6_K one launch: {}", e.what()));
     }
+    // The pipelined Q6_K kernel (session 8, gbq8) in each of its modes: modes 1-5 bit-equal to the register-staged
+    // kernel, all against the dp4a kernel as above. Widths: 32 halves (the output and V), 112 (the down matrix: a last
+    // group of 16 halves), 12 (one partial group), 64; row counts of whole and partial 16-row tiles.
+    try {
+        const int64_t shapes[][2] = {{4096, 1040}, {14336, 72}, {1536, 40}, {8192, 80}};
+        int64_t differ = 0;
+        double worst = 0;
+        std::string where = "none";
+        for (int mode = 1; mode <= 8; mode++)
+            for (const auto& sh : shapes)
+                for (int nb : {2, 5, 8}) {
+                    const auto [n, e] = cuda::check_batch_q6k_pipe(sh[0], sh[1], nb, mode, uint64_t(nb) * 5 + 3);
+                    if (mode <= 5) differ += n;
+                    if (e >= worst) {
+                        worst = e;
+                        where = fmt::format("{}x{} B={} mode {}", sh[1], sh[0], nb, mode);
+                    }
+                }
+        report(differ == 0 && worst <= 1e-10,
+               fmt::format("batch products Q6_K pipelined (8 modes): {} outputs of modes 1-5 differ from the "
+                           "register-staged kernel, worst NMSE vs dp4a {:.3e} ({}), tol 1e-10",
+                           differ, worst, where));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("batch products Q6_K pipelined: {}", e.what()));
+    }
 }
 
 // The decode step's fusions (cuda::set_decode_fusion) change no bit: logits of 16 steps without and with them, in

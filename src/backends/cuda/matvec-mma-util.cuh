@@ -1,5 +1,6 @@
-// Device helpers of the batched tensor-core products (matvec-mma.cu): mma.sync wrappers, the quad word transpose,
-// exact integer-to-float conversions, ldmatrix and f16 packing. Only matvec-mma.cu includes this header.
+// Device helpers of the batched tensor-core products (matvec-mma.cu, matvec-mma-q6k.cu): mma.sync wrappers, the quad
+// word transpose, exact integer-to-float conversions, ldmatrix, f16 packing, cp.async, the block's reduction and store
+// and the Q6_K half's products. Only those two files include this header.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -7,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/cuda/device-common.cuh"
+#include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda::mma_util {
 
@@ -87,6 +89,93 @@ __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
 }
 __device__ __forceinline__ uint32_t bf16x2_to_half2(uint32_t w) {
     return pack_half2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+
+constexpr int k_warps = 8;  // warps per block of every batched product kernel (a block: 16 weight rows)
+
+// The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
+// of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
+template <int NT>
+__device__ __forceinline__ void store_warp_tiles(const float (&acc)[NT][4], int warp, int lane, int64_t row0,
+                                                 int64_t n_out, int nb, float* y, int64_t y_stride, int accumulate) {
+    __shared__ float red[k_warps][32][NT * 4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
+        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
+        float v = 0;
+#pragma unroll
+        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
+        const int gg = ln >> 2, tt = ln & 3;
+        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
+        const int col = nt * 8 + 2 * tt + (i & 1);
+        if (row < n_out && col < nb) {
+            float* yp = y + int64_t(col) * y_stride + row;
+            *yp = accumulate ? *yp + v : v;
+        }
+    }
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
+                 : "memory");
+}
+template <int N>  // 4 or 8 bytes
+__device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src),
+                 "n"(N)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// One Q6_K half p (128 elements: groups u = 4p + j, j < 4, each two m16n8k16 MMAs of one scale) of rows g (A) and
+// g + 8 (B) of a 16-row tile, accumulated into acc (NT column tiles). cA/cB: word t of the half's 6 pieces
+// (cuda-kernels.h), sA8/sB8 its 8 int8 scales, fA/fB the super-block's f16 d. seq: the B column (sequence) of this
+// lane per tile, cs: its two C columns. The register-staged and the pipelined Q6_K kernels both call this, so their
+// arithmetic per lane is the same code.
+template <int NT>
+__device__ __forceinline__ void q6k_half_mma(const int (&cA)[6], const int (&cB)[6], int2 sA8, int2 sB8, float fA,
+                                             float fB, int p, int nb, int t, const int8_t* xq, const float* xd,
+                                             const int (&seq)[NT], const int (&cs)[NT][2], float (&acc)[NT][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int u = 4 * p + j;  // = 8 sb + 4 hh + j
+        int a0[2], a1[2];
+        float sA[2], sB[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int si = 2 * j + h, g = si / 4, k = si % 4;  // sub-block si of the half's 8
+            // The operands are the signed 4v: the products are 4 times GGUF's, undone by the exact scale / 4.
+            a0[h] = k < 3 ? q6k_operand(cA[3 * g + k]) : q6k_operand3(cA[3 * g], cA[3 * g + 1], cA[3 * g + 2]);
+            a1[h] = k < 3 ? q6k_operand(cB[3 * g + k]) : q6k_operand3(cB[3 * g], cB[3 * g + 1], cB[3 * g + 2]);
+            const int wa = si < 4 ? sA8.x : sA8.y, wb = si < 4 ? sB8.x : sB8.y;
+            sA[h] = fA * 0.25f * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
+            sB[h] = fB * 0.25f * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int8_t* xa = xq + (int64_t(u) * nb + seq[nt]) * 32 + 4 * t;
+            const int b0 = __ldg(reinterpret_cast<const int*>(xa));
+            const int b1 = __ldg(reinterpret_cast<const int*>(xa + 16));
+            int c0[4], c1[4];
+            mma_s8_k16(a0[0], a1[0], b0, c0);
+            mma_s8_k16(a0[1], a1[1], b1, c1);
+            const float d0 = xd[u * nb + cs[nt][0]], d1 = xd[u * nb + cs[nt][1]];
+            acc[nt][0] += d0 * (sA[0] * float(c0[0]) + sA[1] * float(c1[0]));
+            acc[nt][1] += d1 * (sA[0] * float(c0[1]) + sA[1] * float(c1[1]));
+            acc[nt][2] += d0 * (sB[0] * float(c0[2]) + sB[1] * float(c1[2]));
+            acc[nt][3] += d1 * (sB[0] * float(c0[3]) + sB[1] * float(c1[3]));
+        }
+    }
 }
 
 }  // namespace memtile::cuda::mma_util

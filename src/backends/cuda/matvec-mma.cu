@@ -34,7 +34,6 @@ using detail::griddep_launch;
 using detail::griddep_wait;
 using namespace mma_util;
 
-constexpr int k_warps = 8;
 int g_unroll = 0;               // units whose weight loads a warp has in flight at once (KU: 4 or 8; 0: per format)
 bool g_fragment_loads = false;  // Q8_0/Q4_0/F16/BF16: load in the fragment layout (before), for A/B only
 bool g_q4_0_shuffles = false;   // row-wise Q4_0: fragments by quad shuffles instead of ldmatrix (A/B only)
@@ -44,32 +43,6 @@ int g_q4k_stages = 0;           // Q4_K pipelined kernel at up to 8 sequences: d
 int g_q4_0_long = 8;            // Q4_0 rows of >= 8,192 elements at up to 8 sequences: 8 stages (A/B: 2 or 4)
 int g_q4_0_short = 2;           // Q4_0 rows of < 8,192 elements at up to 8 sequences: 2 stages (A/B: 3)
 int g_q6k_halves = 0;           // Q6_K at up to 8 sequences: 4 halves in flight, 1 all rows, 2 rows < 8,192 (A/B)
-
-// The block's k_warps partial tiles summed in warp order (red[warp][lane][NT * 4]) and stored: rows row0..row0 + 15
-// of y (column c of the batch at y + c * y_stride; accumulate: added to y). acc: this lane's mma accumulators.
-template <int NT>
-__device__ __forceinline__ void store_warp_tiles(const float (&acc)[NT][4], int warp, int lane, int64_t row0,
-                                                 int64_t n_out, int nb, float* y, int64_t y_stride, int accumulate) {
-    __shared__ float red[k_warps][32][NT * 4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) red[warp][lane][nt * 4 + i] = acc[nt][i];
-    __syncthreads();
-    for (int e = threadIdx.x; e < 32 * NT * 4; e += blockDim.x) {
-        const int ln = e / (NT * 4), k = e % (NT * 4), nt = k / 4, i = k % 4;
-        float v = 0;
-#pragma unroll
-        for (int wi = 0; wi < k_warps; wi++) v += red[wi][ln][k];
-        const int gg = ln >> 2, tt = ln & 3;
-        const int64_t row = row0 + gg + (i >= 2 ? 8 : 0);
-        const int col = nt * 8 + 2 * tt + (i & 1);
-        if (row < n_out && col < nb) {
-            float* yp = y + int64_t(col) * y_stride + row;
-            *yp = accumulate ? *yp + v : v;
-        }
-    }
-}
 
 // Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32;
 // Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp. RW (Q8_0, Q4_0, F16, BF16): a unit is
@@ -475,39 +448,7 @@ __device__ __forceinline__ void mma_rows(unsigned blk, gpu_weight w, int nb, con
             for (int i = 0; i < P; i++) {
                 const int p = p0 + i * k_warps;
                 if (p >= n_halves) break;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int u = 4 * p + j;  // = 8 sb + 4 hh + j
-                    int a0[2], a1[2];
-                    float sA[2], sB[2];
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int si = 2 * j + h, g = si / 4, k = si % 4;  // sub-block si of the half's 8
-                        // The operands are the signed 4v: the products are 4 times GGUF's, undone by the exact
-                        // scale / 4.
-                        a0[h] = k < 3 ? q6k_operand(cA[i][3 * g + k])
-                                      : q6k_operand3(cA[i][3 * g], cA[i][3 * g + 1], cA[i][3 * g + 2]);
-                        a1[h] = k < 3 ? q6k_operand(cB[i][3 * g + k])
-                                      : q6k_operand3(cB[i][3 * g], cB[i][3 * g + 1], cB[i][3 * g + 2]);
-                        const int wa = si < 4 ? sA8[i].x : sA8[i].y, wb = si < 4 ? sB8[i].x : sB8[i].y;
-                        sA[h] = fA[i] * 0.25f * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
-                        sB[h] = fB[i] * 0.25f * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
-                    }
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++) {
-                        const int8_t* xa = xq + (int64_t(u) * nb + seq[nt]) * 32 + 4 * t;
-                        const int b0 = __ldg(reinterpret_cast<const int*>(xa));
-                        const int b1 = __ldg(reinterpret_cast<const int*>(xa + 16));
-                        int c0[4], c1[4];
-                        mma_s8_k16(a0[0], a1[0], b0, c0);
-                        mma_s8_k16(a0[1], a1[1], b1, c1);
-                        const float d0 = xd[u * nb + cs[nt][0]], d1 = xd[u * nb + cs[nt][1]];
-                        acc[nt][0] += d0 * (sA[0] * float(c0[0]) + sA[1] * float(c1[0]));
-                        acc[nt][1] += d1 * (sA[0] * float(c0[1]) + sA[1] * float(c1[1]));
-                        acc[nt][2] += d0 * (sB[0] * float(c0[2]) + sB[1] * float(c1[2]));
-                        acc[nt][3] += d1 * (sB[0] * float(c0[3]) + sB[1] * float(c1[3]));
-                    }
-                }
+                q6k_half_mma<NT>(cA[i], cB[i], sA8[i], sB8[i], fA[i], fB[i], p, nb, t, xq, xd, seq, cs, acc);
             }
         }
     } else {
@@ -563,24 +504,6 @@ __global__ void __launch_bounds__(32 * k_warps)
 // 128 registers for Q4_K (2 blocks per SM). Units per warp, arithmetic and summation order are those of the
 // previous kernels, so the products are bit-equal to theirs. The first S - 1 units are copied before
 // griddep_wait (weights only), while the previous kernel finishes.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
-                 : "memory");
-}
-template <int N>  // 4 or 8 bytes
-__device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src),
-                 "n"(N)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // A unit per format: Q4_K a super-block (128 quant bytes per row; scales: 16 bytes of scale/min words + the
 // d/dmin word), Q8_0 2 groups (64 bytes; 2 f16 scales), Q4_0 4 groups (64 bytes; 4 f16 scales), as the previous
 // kernels' units. Stage: [16 rows][QB] quants, then [16 rows][side] scales (Q4_K: [16][16] words, [16] d/dmin).
@@ -994,6 +917,11 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
     // for Q8_0, F16, BF16 (and Q5_K needs 254 registers at 8 for 16 sequences).
     const bool wide = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16 || T == dtype::q5_k;
     const bool four = g_unroll == 4 || (g_unroll == 0 && wide);
+    // Q6_K at 2..8 sequences: the pipelined kernel (matvec-mma-q6k.cu) unless an A/B option asks for another.
+    if constexpr (T == dtype::q6_k)
+        if (g_unroll == 0 && !g_fragment_loads && !g_previous && g_q6k_halves == 0 &&
+            launch_matvec_q6k_pipe(w, nb, xq, xd, y, y_stride, accumulate, s))
+            return;
     // g_q6k_halves (A/B): a warp's 4 halves of the 4096-wide output matrix in one round instead of two (same order).
     if constexpr (T == dtype::q6_k)
         if (nb <= 8 && g_unroll == 0 && (g_q6k_halves == 1 || (g_q6k_halves == 2 && w.n_in < 8192)))
@@ -1017,6 +945,7 @@ void set_mma_batch_tune(int q4_0_long_stages, int q6k_halves, int q4_0_short_sta
     g_q6k_halves = q6k_halves == 1 || q6k_halves == 2 ? q6k_halves : 0;
 }
 void prepare_mma_kernels() {
+    prepare_mma_q6k_pipe();
     cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 4, 2, false>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k_warps * 4 * pipe_unit<dtype::q4_k>::stage_bytes);

@@ -1,5 +1,6 @@
 // The batched step's Q/K/V products of Q4_K_M's more-bits layers in one launch (matvec-mma.cu: Q4_K Q/K rows and
-// Q6_K V rows of the same activations), its A/B switch and its check against the two launches and the dp4a kernels.
+// Q6_K V rows of the same activations), its A/B switch and its check against the two launches and the dp4a kernels;
+// the batched products' other A/B switches and the pipelined Q6_K kernel (matvec-mma-q6k.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,8 +14,9 @@ namespace memtile::cuda {
 
 // y = W x (no accumulation) for Q4_K a [rows_a, n_in] into ya and Q6_K b [rows_b, n_in] into yb, n_rows sequences'
 // group-major int8 activations (prefill-kernels.h), output rows y_stride apart; bit-equal to launch_matvec_batch of
-// each. Returns false (nothing launched) where it does not apply: other types or widths, n_rows outside 2..8,
-// non-default mma options (set_mma_unroll), or switched off.
+// each with the register-staged Q6_K kernel (set_mma_q6k_pipe(0, 0); the default pipelined one sums in integers).
+// Returns false (nothing launched) where it does not apply: other types or widths, n_rows outside 2..8, non-default mma
+// options (set_mma_unroll), or switched off.
 bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b, float* yb, int n_rows,
                             const int8_t* xq, const float* xd, const float* xs, int64_t y_stride, cudaStream_t s);
 // Default on; off (A/B): the two launches. Batched decoders read it when they capture a batch size.
@@ -30,6 +32,24 @@ void set_mma_q4k_stages(int mode);
 // across these settings (same per-lane order).
 void set_mma_batch_tune(int q4_0_long_stages, int q6k_halves, int q4_0_short_stages = 2);
 void prepare_mma_kernels();
+
+// Session 8 (gbq8): Q6_K products at 2..8 sequences by the pipelined kernel (matvec-mma-q6k.cu; rows of whole
+// super-block pairs, n_in % 512 == 0), per width: short_mode for rows of < 8,192 elements (output, V), long_mode for
+// longer rows (down). 0: the register-staged kernel (before); bit-equal to it: 1: 4 stages, 2 blocks per SM, 2: 4
+// stages, 3 blocks (85 registers), 3: 6 stages, 2 blocks, 4: 3 stages, 3 blocks, 5: 3 stages, 4 blocks (64
+// registers); with each half's scales applied in integers (not bit-equal): 6: 3 stages, 3 blocks (default for the
+// short rows), 7: 4 stages, 2 blocks (default for the long rows), 8: 4 stages, 3 blocks. Values out of range: the
+// defaults. Steps of 9..16 sequences keep the register-staged kernel.
+void set_mma_q6k_pipe(int short_mode, int long_mode);
+void prepare_mma_q6k_pipe();  // raises the kernels' dynamic shared-memory limits (outside graph captures)
+// y = W x by the pipelined Q6_K kernel where it applies (returns false, nothing launched, otherwise: mode 0, another
+// type, n_rows outside 2..8, n_in % 512 != 0, unaligned buffers).
+bool launch_matvec_q6k_pipe(const gpu_weight& w, int n_rows, const int8_t* xq, const float* xd, float* y,
+                            int64_t y_stride, bool accumulate, cudaStream_t s);
+// The pipelined Q6_K kernel in mode `mode` (both widths) on random weights [n_out, n_in] and n_rows sequences: first
+// the number of outputs that differ from the register-staged kernel (0 expected for modes 1-5), second the NMSE
+// against the dp4a kernel. Fails if the pipelined kernel does not apply. Leaves the modes at their defaults.
+std::pair<int64_t, double> check_batch_q6k_pipe(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed);
 
 // The pair on random weights (Q4_K [rows_a, n_in], Q6_K [rows_b, n_in]) and n_rows sequences: first the number of
 // outputs that differ from the two tensor-core launches (0 expected: bit-equal), second the NMSE against the dp4a

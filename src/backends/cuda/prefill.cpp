@@ -543,11 +543,52 @@ std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_
     for (float* p : y) check(cudaMemset(p, 0xff, n_y * 4), "cudaMemset");  // NaN: rows left unwritten show
     if (!launch_matvec_mma_pair(wa, y[0], wb, y[0] + rows_a, n_rows, xq, xd, xs, ld, nullptr))
         fail("cuda", "the Q4_K + Q6_K pair launch does not apply to n_in {}, {} rows", n_in, n_rows);
+    // The pair's V blocks run the register-staged Q6_K kernel, so the reference launch does too (the pipelined Q6_K
+    // kernel's default sums in integers: checked by check_batch_q6k_pipe).
+    set_mma_q6k_pipe(0, 0);
     for (int k = 1; k < 3; k++) {  // 1: the two tensor-core launches, 2: the dp4a kernels
         launch_matvec_batch(wa, n_rows, x, xq, xd, xs, y[k], ld, false, k == 1, nullptr);
         launch_matvec_batch(wb, n_rows, x, xq, xd, xs, y[k] + rows_a, ld, false, k == 1, nullptr);
     }
+    set_mma_q6k_pipe(-1, -1);
     check(cudaDeviceSynchronize(), "pair products");
+    std::vector<float> h[3];
+    for (int k = 0; k < 3; k++) {
+        h[k].resize(n_y);
+        check(cudaMemcpy(h[k].data(), y[k], n_y * 4, cudaMemcpyDeviceToHost), "download");
+    }
+    int64_t differ = 0;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n_y; i++) {
+        if (std::memcmp(&h[0][i], &h[1][i], 4) != 0) differ++;
+        if (!std::isfinite(h[0][i])) return {differ, INFINITY};
+        num += (double(h[0][i]) - h[2][i]) * (double(h[0][i]) - h[2][i]);
+        den += double(h[2][i]) * h[2][i];
+    }
+    return {differ, den > 0 ? num / den : num};
+}
+
+std::pair<int64_t, double> check_batch_q6k_pipe(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed) {
+    require_device();
+    if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
+    device_arena arena;
+    const gpu_weight w = random_weight(arena, dtype::q6_k, n_in, n_out, seed);
+    const auto [x, xq, xd, xs] = random_activations(arena, n_in, n_rows, seed);
+    launch_quantize_rows(x, n_rows, n_in, 256, xq, xd, xs, nullptr);
+    const size_t n_y = size_t(n_out) * size_t(n_rows);
+    float* y[3] = {arena.get_n<float>(n_y), arena.get_n<float>(n_y), arena.get_n<float>(n_y)};
+    for (float* p : y) check(cudaMemset(p, 0xff, n_y * 4), "cudaMemset");  // NaN: rows left unwritten show
+    prepare_mma_q6k_pipe();
+    set_mma_q6k_pipe(mode, mode);
+    const bool applies = launch_matvec_q6k_pipe(w, n_rows, xq, xd, y[0], n_out, false, nullptr);
+    set_mma_q6k_pipe(0, 0);  // 1: the register-staged kernel, 2: the dp4a kernel
+    if (applies) {
+        launch_matvec_batch(w, n_rows, x, xq, xd, xs, y[1], n_out, false, true, nullptr);
+        launch_matvec_batch(w, n_rows, x, xq, xd, xs, y[2], n_out, false, false, nullptr);
+    }
+    set_mma_q6k_pipe(-1, -1);
+    if (!applies) fail("cuda", "the pipelined Q6_K kernel does not apply to n_in {}, {} rows", n_in, n_rows);
+    check(cudaDeviceSynchronize(), "Q6_K pipelined products");
     std::vector<float> h[3];
     for (int k = 0; k < 3; k++) {
         h[k].resize(n_y);
