@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "models/transformer.h"
 #include "thread-clock.h"
 
@@ -48,7 +49,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     int threads = 1, rounds = 5, tg = 32;
     std::vector<std::string> paths;
     for (int i = 1; i < argc; i++) {
@@ -104,4 +105,8 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

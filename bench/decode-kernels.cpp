@@ -15,6 +15,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "quant/quant.h"
 #include "thread-clock.h"
 
@@ -58,7 +59,7 @@ double rel_err(const cpu::prepared_weight& w, const float* x, thread_pool& pool)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     const int64_t n_in = argc > 1 ? std::atoll(argv[1]) : 2048, n_out = argc > 2 ? std::atoll(argv[2]) : 128;
     if (n_in <= 0 || n_in % 256 != 0 || n_out <= 0) {
         std::fprintf(stderr, "usage: bench-decode-kernels [n_in (a multiple of 256)] [n_out]\n");
@@ -98,4 +99,8 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

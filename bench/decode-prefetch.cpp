@@ -25,6 +25,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
 #include "quant/quant.h"
@@ -265,7 +266,7 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     options o;
     std::vector<std::string> rest;
     for (int i = 1; i < argc; i++) {
@@ -300,4 +301,8 @@ int main(int argc, char** argv) {
                  "[--threads N] [--rounds R] [--tg N]\n"
                  "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
     return 2;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

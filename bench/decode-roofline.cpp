@@ -29,6 +29,7 @@
 
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
+#include "guarded-main.h"
 #include "int-list.h"
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
@@ -85,7 +86,7 @@ double plain_read_gbps(int threads) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     std::vector<int> threads = {1, 2};
     int tg = 32, reps = 3;
     bool pp = true, hugepages = false;
@@ -188,4 +189,8 @@ int main(int argc, char** argv) {
         }
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

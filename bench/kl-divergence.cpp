@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "models/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,7 +29,7 @@ void log_softmax(std::span<const float> l, std::vector<double>& out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     if (argc < 4) {
         fmt::print(stderr, "usage: {} REF.gguf TEST.gguf TEXT_FILE [max_tokens] [window]\n", argv[0]);
         return 2;
@@ -76,4 +77,8 @@ int main(int argc, char** argv) {
         n, std::exp(nll_ref / double(n)), std::exp(nll_test / double(n)), kl_sum / double(n), kl_max,
         100.0 * double(agree) / double(n));
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

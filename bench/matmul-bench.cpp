@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "observe/bandwidth.h"
 #include "quant/quant.h"
 
@@ -133,7 +134,7 @@ row_result run_format(std::vector<matrix>& stack, uint64_t total_bytes, thread_p
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     std::vector<int> thread_counts;
     for (int i = 1; i < argc; i++) thread_counts.push_back(std::atoi(argv[i]));
     if (thread_counts.empty()) thread_counts = {1, 2};
@@ -166,4 +167,8 @@ int main(int argc, char** argv) {
         }
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

@@ -18,6 +18,7 @@
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
+#include "guarded-main.h"
 #include "models/transformer.h"
 #include "quant/file-type.h"
 #include "quant/quant.h"
@@ -175,7 +176,7 @@ int run_model(const std::vector<int>& threads, int reps, const std::vector<int>&
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     if (argc < 2 || (std::string(argv[1]) != "layer" && std::string(argv[1]) != "model")) {
         fmt::print(stderr,
                    "usage: bench-prefill-ab layer|model [--threads 1,2] [--reps N] [--formats ...] "
@@ -204,4 +205,8 @@ int main(int argc, char** argv) {
     }
     return mode == "layer" ? run_layer(threads, reps, formats, repack)
                            : run_model(threads, reps, n_tokens, models, repack);
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

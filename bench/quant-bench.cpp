@@ -6,11 +6,12 @@
 #include <random>
 #include <vector>
 
+#include "guarded-main.h"
 #include "quant/quant.h"
 
 using namespace memtile;
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     const int64_t n_rows = argc > 1 ? std::atoll(argv[1]) : 1024, row_len = 4096;
     std::vector<float> x(size_t(n_rows * row_len));
     std::mt19937 rng(1);
@@ -31,4 +32,8 @@ int main(int argc, char** argv) {
         std::printf("%-6s %14.1f %14.1f\n", std::string(dtype_name(t)).c_str(), mb / tq, mb / td);
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/thread-pool.h"
+#include "guarded-main.h"
 #include "int-list.h"
 #include "observe/read-variants.h"
 
@@ -91,7 +92,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     size_t mib = 1024;
     std::vector<int> threads = {1, 2};
     int rounds = 5, reps = 2;
@@ -177,4 +178,8 @@ int main(int argc, char** argv) {
         }
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/thread-pool.h"
 #include "gguf/gguf-file.h"
+#include "guarded-main.h"
 #include "models/transformer.h"
 #include "thread-clock.h"
 
@@ -57,7 +58,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     int rounds = 3;
     std::vector<std::string> files;
     for (int i = 1; i < argc; i++) {
@@ -138,4 +139,8 @@ int main(int argc, char** argv) {
                    *std::min_element(ms[2].begin(), ms[2].end()), median(ms[2]));
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }

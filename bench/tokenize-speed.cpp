@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "guarded-main.h"
 #include "thread-clock.h"
 #include "tokenizer/tokenizer.h"
 
@@ -74,7 +75,7 @@ double time_ms(const memtile::tokenizer& tok, const std::string& text, size_t* n
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     std::string path = argc > 1 ? argv[1] : std::string(MEMTILE_SHARED_DIR) + "/vocab/ggml-vocab-gpt-2.gguf";
     fmt::print("vocab: {}\n", path);
     fmt::print("{:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "size", "tokens", "load ms", "cold ms", "cold MB/s",
@@ -93,4 +94,8 @@ int main(int argc, char** argv) {
                    cold, mb / (cold / 1e3), warm, mb / (warm / 1e3));
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, bench_main);
 }
