@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread-pool.h"
+#include "greedy-decode.h"
 #include "guarded-main.h"
 #include "models/transformer.h"
 #include "thread-clock.h"
@@ -19,28 +20,6 @@
 using namespace memtile;
 
 namespace {
-
-struct rate {
-    double wall = 0, cpu = 0;
-};
-
-rate decode(const transformer& m, thread_pool& pool, int tg, std::vector<int32_t>& out) {
-    forward_context ctx(m, 1024, dtype::f16, pool);
-    std::vector<int32_t> prompt(8);
-    for (int i = 0; i < 8; i++) prompt[size_t(i)] = int32_t((uint64_t(i) * 7919 + 13) % m.config().n_vocab);
-    ctx.forward(prompt);
-    int32_t t = 1;
-    out.clear();
-    const double c0 = thread_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < tg; i++) {
-        auto l = ctx.forward(std::span<const int32_t>(&t, 1));
-        t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-        out.push_back(t);
-    }
-    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {tg / w, tg / (thread_seconds() - c0)};
-}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -82,10 +61,11 @@ static int bench_main(int argc, char** argv) {
         std::vector<int32_t> toks[2];
         bool same = true;
         std::vector<double> wall[2], cpu[2];
-        for (int v = 0; v < 2; v++) decode(*m[v], pool, 4, toks[v]);  // warm-up
+        for (int v = 0; v < 2; v++) bench::greedy_decode(*m[v], pool, 4, toks[v]);  // warm-up
         for (int r = 0; r < rounds; r++)
             for (int v = 0; v < 2; v++) {
-                const rate x = decode(*m[r % 2 ? 1 - v : v], pool, tg, toks[r % 2 ? 1 - v : v]);
+                const bench::decode_rate x =
+                    bench::greedy_decode(*m[r % 2 ? 1 - v : v], pool, tg, toks[r % 2 ? 1 - v : v]);
                 wall[r % 2 ? 1 - v : v].push_back(x.wall);
                 cpu[r % 2 ? 1 - v : v].push_back(x.cpu);
             }

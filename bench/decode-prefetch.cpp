@@ -25,6 +25,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
+#include "greedy-decode.h"
 #include "guarded-main.h"
 #include "models/transformer.h"
 #include "observe/bandwidth.h"
@@ -215,23 +216,6 @@ int layers_mode(const options& o, int n_layers) {
     return 0;
 }
 
-// Decode tok/s of tg tokens after an 8-token prompt, greedy; the generated tokens go to `out`.
-double decode_tps(const transformer& m, thread_pool& pool, int tg, std::vector<int32_t>& out) {
-    forward_context ctx(m, 1024, dtype::f16, pool);
-    std::vector<int32_t> prompt(8);
-    for (int i = 0; i < 8; i++) prompt[size_t(i)] = int32_t((uint64_t(i) * 7919 + 13) % m.config().n_vocab);
-    ctx.forward(prompt);
-    int32_t t = 1;
-    out.clear();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < tg; i++) {
-        auto l = ctx.forward(std::span<const int32_t>(&t, 1));
-        t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-        out.push_back(t);
-    }
-    return tg / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int model_mode(const options& o, const std::vector<std::string>& paths) {
     std::printf("decode tok/s (tg %d after an 8-token prompt), %d thread(s), repack %s; best / median of %d rounds\n\n",
                 o.tg, o.threads, o.repack ? "on" : "off", o.rounds);
@@ -243,14 +227,14 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
         const auto m = transformer::load(path, mo);
         std::vector<int32_t> first, toks;
         cpu::set_decode_prefetch(o.prefetch[0]);
-        decode_tps(*m, pool, 4, first);
+        bench::greedy_decode(*m, pool, 4, first);
         std::vector<std::vector<double>> tps(o.prefetch.size());
         bool same = true;
         std::vector<int32_t> ref;
         for (int r = 0; r < o.rounds; r++)
             for (size_t c = 0; c < o.prefetch.size(); c++) {
                 cpu::set_decode_prefetch(o.prefetch[c]);
-                tps[c].push_back(decode_tps(*m, pool, o.tg, toks));
+                tps[c].push_back(bench::greedy_decode(*m, pool, o.tg, toks).wall);
                 if (ref.empty()) ref = toks;
                 same = same && toks == ref;
             }
