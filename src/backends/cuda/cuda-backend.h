@@ -97,6 +97,16 @@ void set_pdl(bool on);
 // docs/cuda-decode-log.md, "Session 7 (branch gclu)").
 constexpr unsigned k_attn_cluster_k = 1u << 22;
 constexpr unsigned k_attn_cluster = 1u << 23;
+// Diagnostic knock-outs (bits 2^27 .. 2^31 of the same mask; benchmarks only, NOT bit-equal: the step computes wrong
+// results with any of them, and no default or k_decode_fusion_all holds them): the kernels named are not launched, so
+// that a same-run step-time difference is their cost on the step's critical path (boundaries included; the next
+// kernel reads stale inputs). Attention half: its RMSNorm, the Q/K/V product(s), the attention, Wo; FFN half: its
+// RMSNorm, gate/up, SwiGLU and down. docs/cuda-decode-log.md, "Session 8 (branch gatt8)".
+constexpr unsigned k_knockout_attn_norm = 1u << 27;
+constexpr unsigned k_knockout_qkv = 1u << 28;
+constexpr unsigned k_knockout_attn = 1u << 29;
+constexpr unsigned k_knockout_wo = 1u << 30;
+constexpr unsigned k_knockout_ffn = 1u << 31;
 constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair |
                                              k_qkm_pair_v2 | k_qkm_lean_q6k | k_qkm_lean_pair;
 constexpr unsigned k_decode_fusion_all =

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -47,6 +48,30 @@ unsigned decode_fusion() {
         g_fusion_set = true;
     }
     return g_fusion;
+}
+
+// MEMTILE_CUDA_ATTN_SHAPES="QR,QW,WR,WW" (benchmarks): the block shape (rows, warps: cuda-kernels.h's matvec_shape) of
+// the single-sequence step's plain Q/K/V and Wo products instead of default_matvec_shape's; 0,0 keeps the default. Read
+// when a graph is captured. docs/cuda-decode-log.md, "Session 8 (branch gatt8)".
+struct attn_shapes {
+    matvec_shape qkv, wo;
+};
+
+attn_shapes forced_attn_shapes() {
+    attn_shapes a;
+    const char* env = std::getenv("MEMTILE_CUDA_ATTN_SHAPES");
+    if (!env) return a;
+    int v[4] = {0, 0, 0, 0};
+    if (std::sscanf(env, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) != 4)
+        fail("cuda", "MEMTILE_CUDA_ATTN_SHAPES '{}': expected four numbers QR,QW,WR,WW", env);
+    for (int k = 0; k < 4; k += 2) {
+        const bool off = v[k] == 0 && v[k + 1] == 0;
+        const bool ok = (v[k] == 1 || v[k] == 2) && (v[k + 1] == 1 || v[k + 1] == 2 || v[k + 1] == 4);
+        if (!off && !ok) fail("cuda", "MEMTILE_CUDA_ATTN_SHAPES '{}': rows 1 or 2, warps 1, 2 or 4 (or 0,0)", env);
+    }
+    a.qkv = {v[0], v[1]};
+    a.wo = {v[2], v[3]};
+    return a;
 }
 
 class cuda_decoder final : public decoder {
@@ -450,6 +475,14 @@ private:
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
                              freq_,         factors_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
+        const unsigned knock = decode_fusion();
+        const attn_shapes shapes = forced_attn_shapes();
+        // A plain product at `shape` (rows 0: the default one).
+        auto plain = [&](const gpu_weight& w, matvec_shape shape, const float* x, float* y, bool acc) {
+            if (shape.rows > 0) force_matvec_shape(shape);
+            launch_matvec(w, x, xq_, xd_, xs_, y, acc, s);
+            if (shape.rows > 0) force_matvec_shape({});
+        };
         const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
                    fuse_glu_q8 = decode_fusion() & 16, fuse_rope = decode_fusion() & 32,
                    early_kv = decode_fusion() & 64, fuse_merge_k = decode_fusion() & 128,
@@ -458,18 +491,21 @@ private:
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
-            launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
-            if (fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w))
+            if (!(knock & k_knockout_attn_norm))
+                launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
+            const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
+            if (!(knock & k_knockout_qkv) && pair)
                 launch_matvec_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w, qkv_ + L.qkv[1].offset, xq_, xd_,
                                    xs_, decode_fusion(), s);
-            else
+            else if (!(knock & k_knockout_qkv))
                 for (const auto& p : L.qkv)
                     if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, qkv_ + p.offset, false, decode_fusion(), s))
-                        launch_matvec(p.w, xn_, xq_, xd_, xs_, qkv_ + p.offset, false, s);
+                        plain(p.w, shapes.qkv, xn_, qkv_ + p.offset, false);
             const int wo_qb = matvec_uses_int8(L.wo.type) ? q_block({{L.wo, 0}}) : 0;
             const bool merge_in = fuse_merge && (wo_qb != 256 || fuse_merge_k);
             const bool cluster = decode_fusion() & (wo_qb == 256 ? k_attn_cluster_k : k_attn_cluster);
-            if (!(fuse_rope && launch_attention_rope(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_,
+            if (!(knock & k_knockout_attn) &&
+                !(fuse_rope && launch_attention_rope(qkv_, L.bias, rp, pos, kc, vc, n_split_, partial_,
                                                      merge_in ? merge_counters_ : nullptr, att_, wo_qb, xq_, xd_, xs_,
                                                      early_kv, cluster, s))) {
                 launch_rope_kv(qkv_, L.bias, rp, pos, kc, vc, s);
@@ -477,8 +513,9 @@ private:
                                                          merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
                     launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             }
-            if (!launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
-                launch_matvec(L.wo, att_, xq_, xd_, xs_, x_, true, s);
+            if (!(knock & k_knockout_wo) && !launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
+                plain(L.wo, shapes.wo, att_, x_, true);
+            if (knock & k_knockout_ffn) continue;
             launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
                             s);
             if (fuse_glu && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * F &&
