@@ -502,6 +502,26 @@ test_activations random_activations(device_arena& arena, int64_t n_in, int n_row
     return a;
 }
 
+// Outputs of a check on the device, n_y floats each: y[0] the path under test, y[1] the one it must equal bit for
+// bit, y[2] the reference. Returns (values of y[0] that differ from y[1], NMSE of y[0] against y[2]; infinite when
+// y[0] holds a non-finite value).
+std::pair<int64_t, double> compare_outputs(float* const (&y)[3], size_t n_y) {
+    std::vector<float> h[3];
+    for (int k = 0; k < 3; k++) {
+        h[k].resize(n_y);
+        check(cudaMemcpy(h[k].data(), y[k], n_y * 4, cudaMemcpyDeviceToHost), "download");
+    }
+    int64_t differ = 0;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n_y; i++) {
+        if (std::memcmp(&h[0][i], &h[1][i], 4) != 0) differ++;
+        if (!std::isfinite(h[0][i])) return {differ, INFINITY};
+        num += (double(h[0][i]) - h[2][i]) * (double(h[0][i]) - h[2][i]);
+        den += double(h[2][i]) * h[2][i];
+    }
+    return {differ, den > 0 ? num / den : num};
+}
+
 }  // namespace
 
 double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed) {
@@ -552,20 +572,7 @@ std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_
     }
     set_mma_q6k_pipe(-1, -1);
     check(cudaDeviceSynchronize(), "pair products");
-    std::vector<float> h[3];
-    for (int k = 0; k < 3; k++) {
-        h[k].resize(n_y);
-        check(cudaMemcpy(h[k].data(), y[k], n_y * 4, cudaMemcpyDeviceToHost), "download");
-    }
-    int64_t differ = 0;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n_y; i++) {
-        if (std::memcmp(&h[0][i], &h[1][i], 4) != 0) differ++;
-        if (!std::isfinite(h[0][i])) return {differ, INFINITY};
-        num += (double(h[0][i]) - h[2][i]) * (double(h[0][i]) - h[2][i]);
-        den += double(h[2][i]) * h[2][i];
-    }
-    return {differ, den > 0 ? num / den : num};
+    return compare_outputs(y, n_y);
 }
 
 std::pair<int64_t, double> check_batch_q6k_pipe(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed) {
@@ -589,20 +596,7 @@ std::pair<int64_t, double> check_batch_q6k_pipe(int64_t n_in, int64_t n_out, int
     set_mma_q6k_pipe(-1, -1);
     if (!applies) fail("cuda", "the pipelined Q6_K kernel does not apply to n_in {}, {} rows", n_in, n_rows);
     check(cudaDeviceSynchronize(), "Q6_K pipelined products");
-    std::vector<float> h[3];
-    for (int k = 0; k < 3; k++) {
-        h[k].resize(n_y);
-        check(cudaMemcpy(h[k].data(), y[k], n_y * 4, cudaMemcpyDeviceToHost), "download");
-    }
-    int64_t differ = 0;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n_y; i++) {
-        if (std::memcmp(&h[0][i], &h[1][i], 4) != 0) differ++;
-        if (!std::isfinite(h[0][i])) return {differ, INFINITY};
-        num += (double(h[0][i]) - h[2][i]) * (double(h[0][i]) - h[2][i]);
-        den += double(h[2][i]) * h[2][i];
-    }
-    return {differ, den > 0 ? num / den : num};
+    return compare_outputs(y, n_y);
 }
 
 double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps) {
