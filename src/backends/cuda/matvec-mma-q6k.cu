@@ -126,14 +126,7 @@ __device__ __forceinline__ void q6k_pipe_rows(unsigned blk, const gpu_weight& w,
 
     int seq[NT], cs[NT][2];
     float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        seq[nt] = min(nt * 8 + g, nb - 1);
-        cs[nt][0] = min(nt * 8 + 2 * t, nb - 1);
-        cs[nt][1] = min(nt * 8 + 2 * t + 1, nb - 1);
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
-    }
+    init_column_tiles<NT>(g, t, nb, seq, cs, acc);
     griddep_wait();
     griddep_launch();
 

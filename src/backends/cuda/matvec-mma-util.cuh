@@ -137,6 +137,22 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The NT column tiles (8 sequences each) of a lane with group g = lane / 4 and t = lane % 4: seq[nt], the sequence
+// of its B column g (clamped; results of columns >= nb are not stored); cs[nt], the sequences of its two C columns
+// 2t and 2t + 1 (clamped for the scale loads); acc zeroed.
+template <int NT>
+__device__ __forceinline__ void init_column_tiles(int g, int t, int nb, int (&seq)[NT], int (&cs)[NT][2],
+                                                  float (&acc)[NT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        seq[nt] = min(nt * 8 + g, nb - 1);
+        cs[nt][0] = min(nt * 8 + 2 * t, nb - 1);
+        cs[nt][1] = min(nt * 8 + 2 * t + 1, nb - 1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
+    }
+}
+
 // One Q6_K half p (128 elements: groups u = 4p + j, j < 4, each two m16n8k16 MMAs of one scale) of rows g (A) and
 // g + 8 (B) of a 16-row tile, accumulated into acc (NT column tiles). cA/cB: word t of the half's 6 pieces
 // (cuda-kernels.h), sA8/sB8 its 8 int8 scales, fA/fB the super-block's f16 d. seq: the B column (sequence) of this

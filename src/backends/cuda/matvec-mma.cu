@@ -61,22 +61,9 @@ __device__ __forceinline__ void mma_rows(unsigned blk, gpu_weight w, int nb, con
     const int n_in = int(w.n_in), ng = n_in / 32;
     const uint8_t* qA = w.q + rA * w.q_row_bytes;
     const uint8_t* qB = w.q + rB * w.q_row_bytes;
-    // Sequence of column g of tile nt (clamped; results of columns >= nb are not stored).
-    int seq[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) seq[nt] = min(nt * 8 + g, nb - 1);
-    // C columns of this lane: sequences nt * 8 + 2t and + 1 (clamped for the scale loads).
-    int cs[NT][2];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        cs[nt][0] = min(nt * 8 + 2 * t, nb - 1);
-        cs[nt][1] = min(nt * 8 + 2 * t + 1, nb - 1);
-    }
+    int seq[NT], cs[NT][2];
     float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
+    init_column_tiles<NT>(g, t, nb, seq, cs, acc);
     // Everything below reads activations, which the previous kernels write (launched with PDL).
     griddep_wait();
     griddep_launch();
@@ -582,14 +569,7 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
 
     int seq[NT], cs[NT][2];
     float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        seq[nt] = min(nt * 8 + g, nb - 1);
-        cs[nt][0] = min(nt * 8 + 2 * t, nb - 1);
-        cs[nt][1] = min(nt * 8 + 2 * t + 1, nb - 1);
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
-    }
+    init_column_tiles<NT>(g, t, nb, seq, cs, acc);
     griddep_wait();
     griddep_launch();
 
