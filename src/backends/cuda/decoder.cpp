@@ -563,10 +563,6 @@ private:
     // loads its GEMM kernels on the first call of a shape, and the decode graph is captured and instantiated on the
     // first step: without this, the first prompt's time to first token carried ~50 ms of that (default model,
     // 10-token prompt). Set MEMTILE_CUDA_WARMUP=0 to skip it (A/B of load time against time to first token).
-    static bool warm_up_enabled() {
-        const char* env = std::getenv("MEMTILE_CUDA_WARMUP");
-        return !env || std::strcmp(env, "0") != 0;
-    }
 
     void warm_up() {
         if (first_layer_) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -15,6 +17,13 @@ namespace memtile::cuda {
 // Throws memtile::error ("cuda") naming the call and the CUDA error when e is not cudaSuccess.
 inline void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) fail("cuda", "{} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// Whether the decoders warm up at load (decoder.cpp, prefill.cpp warm_up()): on unless MEMTILE_CUDA_WARMUP=0
+// (A/B of load time against time to first token).
+inline bool warm_up_enabled() {
+    const char* env = std::getenv("MEMTILE_CUDA_WARMUP");
+    return !env || std::strcmp(env, "0") != 0;
 }
 
 // Device allocations freed together (when the arena is destroyed or released). get() never returns null: a

@@ -217,6 +217,7 @@ public:
         logits_host_.resize(B * size_t(V));
         prefill_ = std::make_unique<prefill_pass>(m, stream_);
         prepare_mma_kernels();
+        if (warm_up_enabled()) warm_up();
     }
     ~cuda_batch_decoder() override {
         sampler_.reset();
@@ -382,6 +383,23 @@ private:
         check(cudaGraphLaunch(graph(b), stream_), "cudaGraphLaunch");
         for (int i = 0; i < b; i++) used_[size_t(seqs[size_t(i)])]++;
         return b;
+    }
+
+    // At load, as the single-sequence decoder's warm-up: a short prompt on sequence 0 and one step of every batch
+    // width 1..max_seq, then every sequence is empty again (positions at or past used() are never read). The lazy
+    // module loads, cuBLAS's first GEMM of each prompt shape and the capture of each width's graph would otherwise
+    // fall on the first requests (a new width on the running ones). MEMTILE_CUDA_WARMUP=0 skips it.
+    void warm_up() {
+        std::vector<int32_t> tokens(std::min<uint32_t>(8, n_ctx_ - 1));
+        for (size_t i = 0; i < tokens.size(); i++) tokens[i] = int32_t(i % m_.cfg->n_vocab);
+        if (!tokens.empty()) prefill(0, tokens);
+        std::vector<int32_t> seqs;
+        for (int b = 1; b <= max_seq_; b++) {
+            seqs.push_back(b - 1);
+            std::fill(used_.begin(), used_.end(), 0u);
+            step_greedy(std::vector<int32_t>(size_t(b), 0), seqs);
+        }
+        std::fill(used_.begin(), used_.end(), 0u);
     }
 
     cudaGraphExec_t graph(int b) {
