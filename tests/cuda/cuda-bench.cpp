@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "backends/cuda/batch-step.h"
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/mma-pair.h"
 #include "core/error.h"
@@ -272,7 +273,8 @@ void bench_batch_decode(const std::string& only) {
                                    "Q6_K pipe int sums 3 stages 3 blocks (long rows too)"};
             // Session 8 (gbq8), set_mma_q6k_pipe(short rows, long rows): 13 the register-staged Q6_K kernel (main
             // before), 14-19 other modes for the output/V (short) and down (long) rows (default: the pipelined kernel
-            // with integer sums, mode 6 for the short rows, 7 for the long rows).
+            // with integer sums, mode 6 for the short rows, since session 9 (gbt9) mode 10 for the long rows; 17 is
+            // mode 7 there, the default before).
             const int q6_short[] = {6, 0, 4, 6, 0, 7, 8, 6}, q6_long[] = {7, 0, 0, 0, 6, 7, 8, 6};
             // Session 7 (gq4b), set_mma_batch_tune: 8 the Q6_K output product with 4 halves per warp (12: every Q6_K
             // product), 9/10 Q4_0's down matrix with 4/2 stages instead of the default 8, 11 Q4_0's shorter rows
@@ -318,6 +320,51 @@ void bench_batch_decode(const std::string& only) {
         }
     }
     cuda::set_prefill_options({});
+}
+
+// The batched step's masks (cuda::set_batch_step: knock-outs and variants, batch-step.h), the list twice (alternated):
+// us per step of 8 sequences and per layer (a knock-out's saving = the default's us minus its us); masks without
+// knock-out bits also B=2, 4, 16; bits 24-27 / 28-31 of a mask, when not 0, are set_mma_q6k_pipe's modes for the short
+// / long rows (mma-pair.h). Q4_0 and Q4_K_M (`only`: the file types whose name contains it).
+void bench_batch_step(const std::string& only, const std::string& masks) {
+    const auto& preset = find_preset("llama3-8b");
+    std::vector<unsigned> list;
+    for (const auto& e : split_list(masks)) list.push_back(unsigned(std::strtoul(e.c_str(), nullptr, 0)));
+    if (list.empty()) list = {cuda::k_batch_step_default};
+    fmt::print(
+        "\nbatched step masks, llama3-8b shapes, random weights (64 steps after 8, contexts of 256), the list "
+        "twice:\n");
+    for (file_type ft : {file_type::q4_0, file_type::q4_k_m}) {
+        if (!only.empty() && std::string(file_type_name(ft)).find(only) == std::string::npos) continue;
+        try {
+            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            const double single = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("  {:<7} single-sequence graph {:.1f} tok/s ({:.1f} us/token)\n", file_type_name(ft), single,
+                       1e6 / single);
+            for (int pass = 0; pass < 2; pass++)
+                for (unsigned m : list) {
+                    cuda::set_batch_step(m & 0xffffffu);
+                    cuda::set_mma_q6k_pipe(m >> 24 & 15 ? int(m >> 24 & 15) : -1, m >> 28 ? int(m >> 28) : -1);
+                    auto batch = d->make_batch(16, 256);
+                    const double s8 = batch->bench(8, 64, 8, 1) / 64;
+                    fmt::print("    mask {:#7x}: B=8 {:8.1f} us/step {:6.2f} us/layer {:7.0f} tok/s ({:.3f}x)", m,
+                               1e6 * s8, 1e6 * s8 / preset.config.n_layer, 8 / s8, 8 / s8 / single);
+                    if ((m & cuda::k_batch_ko_all) == 0)
+                        for (int b : {2, 4, 16}) {
+                            const double bs = batch->bench(b, 64, 8, 1);
+                            fmt::print("  B={} {:.0f} ({:.2f}x)", b, b * 64 / bs, b * 64 / bs / single);
+                        }
+                    fmt::print("\n");
+                    std::fflush(stdout);
+                }
+            const double single2 = 128 / d->bench_decode(128, 16, 1);
+            fmt::print("    single-sequence graph again {:.1f} tok/s\n", single2);
+        } catch (const std::exception& e) {
+            report(false, fmt::format("bench batch step {}: {}", file_type_name(ft), e.what()));
+        }
+    }
+    cuda::set_batch_step(cuda::k_batch_step_default);
+    cuda::set_mma_q6k_pipe(-1, -1);
 }
 
 void bench_prefill_batch(const std::string& only) {

@@ -6,6 +6,7 @@
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."]
+//                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -149,7 +150,7 @@ void check_batch_products() {
         int64_t differ = 0;
         double worst = 0;
         std::string where = "none";
-        for (int mode = 1; mode <= 8; mode++)
+        for (int mode = 1; mode <= 10; mode++)
             for (const auto& sh : shapes)
                 for (int nb : {2, 5, 8}) {
                     const auto [n, e] = cuda::check_batch_q6k_pipe(sh[0], sh[1], nb, mode, uint64_t(nb) * 5 + 3);
@@ -160,7 +161,7 @@ void check_batch_products() {
                     }
                 }
         report(differ == 0 && worst <= 1e-10,
-               fmt::format("batch products Q6_K pipelined (8 modes): {} outputs of modes 1-5 differ from the "
+               fmt::format("batch products Q6_K pipelined (10 modes): {} outputs of modes 1-5 differ from the "
                            "register-staged kernel, worst NMSE vs dp4a {:.3e} ({}), tol 1e-10",
                            differ, worst, where));
     } catch (const std::exception& e) {
@@ -649,7 +650,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks, prefetch_list;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -689,6 +690,8 @@ int main(int argc, char** argv) {
             early_levels = argv[++i];
         else if (a == "--prefetch-bench" && i + 1 < argc)
             prefetch_list = argv[++i];
+        else if (a == "--batch-step" && i + 1 < argc)
+            batch_masks = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -791,7 +794,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!prefetch_list.empty()) {
+        if (!batch_masks.empty()) {
+            bench_batch_step(only, batch_masks);
+        } else if (!prefetch_list.empty()) {
             bench_prefetch(bw, prefetch_list, only);
         } else if (!early_levels.empty()) {
             bench_early(bw, early_levels, only);

@@ -10,6 +10,9 @@
 // first S - 1 halves are copied before griddep_wait (weights only).
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <utility>
+
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/matvec-mma-util.cuh"
 #include "backends/cuda/mma-pair.h"
@@ -165,6 +168,125 @@ __device__ __forceinline__ void q6k_pipe_rows(unsigned blk, const gpu_weight& w,
     store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
 
+// Session 9 (gbt9), modes 9 and 10: a warp's unit is a whole super-block, its halves 2s and 2s + 1, instead of one
+// half. In the device layout piece k of halves 2s and 2s + 1 are the two 16-byte halves of one 32-byte sector, which
+// the half-unit kernel above splits between two warps (warp w takes halves w, w + 8, ...): every quant sector then
+// reaches L2 twice, and ncu found the 128,256-row output product L2-bound (lts throughput 93 % at 2.15 TB/s of DRAM
+// reads). Here lanes 2j and 2j + 1 copy the two halves of a sector in one instruction, and the two halves' 16 scale
+// bytes of a row are one 16-byte copy. Halves per warp: 2s, 2s + 1 for s = warp, warp + 8, ... (another order than
+// modes 1-8: integer sums as modes 6-8, checked against the dp4a kernel). Stage: half 0's [16][k_q6_row] quants, half
+// 1's, [16][16] scale bytes, [16] d-pair words.
+constexpr int k_q6p_half1 = 16 * k_q6_row;
+constexpr int k_q6p_scales = 2 * 16 * k_q6_row;
+constexpr int k_q6p_d = k_q6p_scales + 16 * 16;
+constexpr int k_q6p_stage = k_q6p_d + 16 * 4;  // 3,904 bytes
+
+template <int S>
+__device__ __forceinline__ void q6k_pair_rows(unsigned blk, const gpu_weight& w, int nb, const int8_t* xq,
+                                              const float* xd, float* y, int64_t y_stride, int accumulate) {
+    extern __shared__ __align__(16) uint8_t q6_ring[];  // [k_warps][S][k_q6p_stage]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t row0 = int64_t(blk) * 16;
+    const int n_half = int(w.n_in / 128), n_sb = n_half / 2;
+    const int n_mine = warp < n_sb ? (n_sb - 1 - warp) / k_warps + 1 : 0;  // super-blocks warp, warp + 8, ...
+    uint8_t* const ring = q6_ring + warp * S * k_q6p_stage;
+    // Copy roles: copy c = lane + 32 i (i < 6) is piece n = (c / 2) % 6 of row r = (c / 2) / 6 of half c % 2 = lane %
+    // 2: off[i] = the row's byte offset from the tile's first row (rows past n_out clamped) + 16 (lane % 2); pd[i] =
+    // the stage offset | n << 16.
+    const uint8_t* const tile = w.q + row0 * w.q_row_bytes;
+    int off[6], pd[6];
+#pragma unroll
+    for (int i = 0; i < 6; i++) {
+        const int qq = (lane >> 1) + 16 * i, r = qq / 6, n = qq % 6;
+        off[i] = int((min(row0 + r, w.n_out - 1) - row0) * w.q_row_bytes) + 16 * (lane & 1);
+        pd[i] = ((lane & 1) * k_q6p_half1 + r * k_q6_row + 16 * n) | (n << 16);
+    }
+    const int sr = lane & 15;
+    const int64_t srow = min(row0 + sr, w.n_out - 1);
+    const uint8_t* side = lane < 16 ? w.q + srow * w.q_row_bytes + q6k_scale_byte(0, n_half)
+                                    : reinterpret_cast<const uint8_t*>(w.d + srow * n_sb);
+    auto issue = [&](int k) {
+        if (k < n_mine) {
+            const int sb = warp + k * k_warps, p = 2 * sb;
+            // q6k_half_byte(p, 16 n, n_half) = base + 16 m n; halves 2s, 2s + 1 are in the same group of 32.
+            const int grp = p >> 5, m = min(32, n_half - 32 * grp);
+            const uint8_t* base = tile + 3072 * int64_t(grp) + 16 * (p & 31);
+            uint8_t* st = ring + (k % S) * k_q6p_stage;
+#pragma unroll
+            for (int i = 0; i < 6; i++) cp_async16(st + (pd[i] & 0xffff), base + off[i] + 16 * m * (pd[i] >> 16));
+            if (lane < 16)
+                cp_async16(st + k_q6p_scales + 16 * sr, side + 16 * sb);
+            else
+                cp_async_small<4>(st + k_q6p_d + 4 * sr, side + 2 * (sb & ~1));
+        }
+        cp_async_commit();  // empty groups too: the wait below counts groups
+    };
+#pragma unroll
+    for (int k = 0; k < S - 1; k++) issue(k);
+
+    int seq[1], cs[1][2];
+    float acc[1][4];
+    init_column_tiles<1>(g, t, nb, seq, cs, acc);
+    griddep_wait();
+    griddep_launch();
+
+    const int lm = lane >> 3, lrow = (lane & 7) + 8 * (lm & 1);
+    const int lofs = lrow * k_q6_row + 16 * (lm >> 1);
+    for (int k = 0; k < n_mine; k++) {
+        issue(k + S - 1);
+        cp_async_wait<S - 1>();
+        __syncwarp();
+        const int sb = warp + k * k_warps;
+        const uint8_t* sq = ring + (k % S) * k_q6p_stage;
+        const int hs = 16 * (sb & 1);
+        const float fA = h2f(uint16_t(*reinterpret_cast<const uint32_t*>(sq + k_q6p_d + 4 * g) >> hs));
+        const float fB = h2f(uint16_t(*reinterpret_cast<const uint32_t*>(sq + k_q6p_d + 4 * (g + 8)) >> hs));
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {  // one half at a time: the register footprint of the half-unit kernel
+            const uint8_t* sh = sq + h * k_q6p_half1;
+            int cA[6], cB[6];
+#pragma unroll
+            for (int n = 0; n < 6; n += 2) {
+                int o[4];
+                ldmatrix_x4(sh + lofs + 16 * n, o);
+                cA[n] = o[0];
+                cB[n] = o[1];
+                cA[n + 1] = o[2];
+                cB[n + 1] = o[3];
+            }
+            const int2 sA8 = *reinterpret_cast<const int2*>(sq + k_q6p_scales + 16 * g + 8 * h);
+            const int2 sB8 = *reinterpret_cast<const int2*>(sq + k_q6p_scales + 16 * (g + 8) + 8 * h);
+            q6k_half_mma_isum<1>(cA, cB, sA8, sB8, fA, fB, 2 * sb + h, nb, t, xq, xd, seq, cs, acc);
+        }
+        __syncwarp();  // every lane's reads of this stage are done before a later issue() refills it
+    }
+
+    store_warp_tiles<1>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
+}
+
+template <int S, int MB>
+__global__ void __launch_bounds__(32 * k_warps, MB)
+    matvec_q6k_pair_kernel(gpu_weight w, int nb, const int8_t* xq, const float* xd, float* y, int64_t y_stride,
+                           int accumulate) {
+    q6k_pair_rows<S>(blockIdx.x, w, nb, xq, xd, y, y_stride, accumulate);
+}
+template <int S, int MB>
+void set_pair_limit() {
+    cudaFuncSetAttribute(matvec_q6k_pair_kernel<S, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k_warps * S * k_q6p_stage);
+}
+template <int S, int MB>
+void launch_pair(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, float* y, int64_t y_stride,
+                 bool accumulate, cudaStream_t s) {
+    static const bool configured = [] {  // also done by prepare_mma_q6k_pipe, outside graph captures
+        set_pair_limit<S, MB>();
+        return true;
+    }();
+    (void)configured;
+    detail::launch_smem(matvec_q6k_pair_kernel<S, MB>, unsigned((w.n_out + 15) / 16), 32 * k_warps,
+                        k_warps * S * k_q6p_stage, s, w, nb, xq, xd, y, y_stride, accumulate ? 1 : 0);
+}
+
 // MB: minimum blocks per SM (a register cap: 2 = 128, 3 = 85, 4 = 64 registers).
 template <int NT, int S, int MB, bool ISUM>
 __global__ void __launch_bounds__(32 * k_warps, MB)
@@ -196,15 +318,31 @@ void launch_sm(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, f
 }
 
 // Modes for rows of < 8,192 elements (the output matrix, V) and of >= 8,192 (the down matrix); defaults measured
-// (docs/cuda-prefill-batch-log.md, session 8 gbq8): integer sums, 3 stages / 3 blocks per SM for the short rows, 4
-// stages / 2 blocks for the down rows (3 blocks there lost 2-3 %).
-int g_short = 6, g_long = 7;
+// (docs/cuda-prefill-batch-log.md): integer sums, 3 stages / 3 blocks per SM for the short rows (session 8, gbq8;
+// super-block units, mode 9, were no faster there in session 9), super-block units with 3 stages / 2 blocks for the
+// down rows (mode 10, session 9 gbt9: Q4_K_M B=8 +0.6 % against mode 7, 4 stages of halves / 2 blocks).
+// MEMTILE_CUDA_Q6K_MODES="SHORT,LONG" (read once) replaces these defaults (A/B of whole runs).
+std::pair<int, int> default_modes() {
+    static const std::pair<int, int> m = [] {
+        std::pair<int, int> d{6, 10};
+        if (const char* env = std::getenv("MEMTILE_CUDA_Q6K_MODES"); env && *env) {
+            char* end = nullptr;
+            const long a = std::strtol(env, &end, 10);
+            const long b = end && *end == ',' ? std::strtol(end + 1, nullptr, 10) : -1;
+            if (a >= 0 && a <= 10) d.first = int(a);
+            if (b >= 0 && b <= 10) d.second = int(b);
+        }
+        return d;
+    }();
+    return m;
+}
+int g_short = default_modes().first, g_long = default_modes().second;
 
 }  // namespace
 
 void set_mma_q6k_pipe(int short_mode, int long_mode) {
-    g_short = short_mode >= 0 && short_mode <= 8 ? short_mode : 6;
-    g_long = long_mode >= 0 && long_mode <= 8 ? long_mode : 7;
+    g_short = short_mode >= 0 && short_mode <= 10 ? short_mode : default_modes().first;
+    g_long = long_mode >= 0 && long_mode <= 10 ? long_mode : default_modes().second;
 }
 
 void prepare_mma_q6k_pipe() {
@@ -216,6 +354,8 @@ void prepare_mma_q6k_pipe() {
     set_limit<3, 3, true>();
     set_limit<4, 2, true>();
     set_limit<4, 3, true>();
+    set_pair_limit<2, 3>();
+    set_pair_limit<3, 2>();
 }
 
 bool launch_matvec_q6k_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, float* y, int64_t y_stride,
@@ -234,6 +374,8 @@ bool launch_matvec_q6k_pipe(const gpu_weight& w, int nb, const int8_t* xq, const
         case 5: launch_sm<3, 4>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
         case 6: launch_sm<3, 3, true>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
         case 7: launch_sm<4, 2, true>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
+        case 9: launch_pair<2, 3>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
+        case 10: launch_pair<3, 2>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
         default: launch_sm<4, 3, true>(w, nb, xq, xd, y, y_stride, accumulate, s); break;
     }
     return true;

@@ -518,6 +518,11 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
                                           const float* xs, float* y, int64_t y_stride, int accumulate) {
     using U = pipe_unit<T>;
     constexpr bool EXACT = ALT;
+    // Q4_0 at up to 8 sequences (session 9, gbt9): the A operands are 16 (q - 8), one logic op per word (high nibble
+    // in place) or a shift and one (low) instead of the emulated byte subtraction; every f32 value of the accumulation
+    // is then exactly 16 times the plain arithmetic's (a power of two commutes with rounding: the same bits outside
+    // subnormal range) and the sums are scaled by 1/16 before the block's reduction. 9..16 sequences: not measured.
+    constexpr bool X16 = T == dtype::q4_0 && NT == 1 && !ALT;
     constexpr int QB = U::qb, CPR = QB / 16, CR = 16 * QB / 512;  // chunks per row, copies per lane and unit
     // Rings over 44 KB (Q4_K at 3-4 stages) are dynamic shared memory: static shared memory is capped at 48 KB.
     constexpr bool dyn = k_warps * S * U::stage_bytes > k_static_ring;
@@ -729,10 +734,18 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
                 for (int h = 0; h < 2; h++) {
                     const int j = 2 * jj + h, grp = 4 * u + j;
                     const uint32_t oa = uint32_t(o[2 * h]), ob = uint32_t(o[2 * h + 1]);
-                    const int a[4] = {int(__vsub4(oa & 0x0f0f0f0fu, 0x08080808u)),
-                                      int(__vsub4(ob & 0x0f0f0f0fu, 0x08080808u)),
-                                      int(__vsub4((oa >> 4) & 0x0f0f0f0fu, 0x08080808u)),
-                                      int(__vsub4((ob >> 4) & 0x0f0f0f0fu, 0x08080808u))};
+                    int a[4];
+                    if constexpr (X16) {  // 16 (q - 8): the high nibble in place, the low one shifted up
+                        a[0] = int(((oa << 4) & 0xf0f0f0f0u) ^ 0x80808080u);
+                        a[1] = int(((ob << 4) & 0xf0f0f0f0u) ^ 0x80808080u);
+                        a[2] = int((oa & 0xf0f0f0f0u) ^ 0x80808080u);
+                        a[3] = int((ob & 0xf0f0f0f0u) ^ 0x80808080u);
+                    } else {
+                        a[0] = int(__vsub4(oa & 0x0f0f0f0fu, 0x08080808u));
+                        a[1] = int(__vsub4(ob & 0x0f0f0f0fu, 0x08080808u));
+                        a[2] = int(__vsub4((oa >> 4) & 0x0f0f0f0fu, 0x08080808u));
+                        a[3] = int(__vsub4((ob >> 4) & 0x0f0f0f0fu, 0x08080808u));
+                    }
                     const uint32_t wda = j < 2 ? da.x : da.y, wdb = j < 2 ? db.x : db.y;
                     const float sA = h2f(uint16_t(wda >> (16 * h))), sB = h2f(uint16_t(wdb >> (16 * h)));
 #pragma unroll
@@ -748,6 +761,11 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
         __syncwarp();  // every lane's ldmatrix of this stage is done before a later issue() refills it
     }
 
+    if constexpr (X16)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[nt][i] *= 0.0625f;
     store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
 

@@ -38,8 +38,11 @@ void prepare_mma_kernels();
 // longer rows (down). 0: the register-staged kernel (before); bit-equal to it: 1: 4 stages, 2 blocks per SM, 2: 4
 // stages, 3 blocks (85 registers), 3: 6 stages, 2 blocks, 4: 3 stages, 3 blocks, 5: 3 stages, 4 blocks (64
 // registers); with each half's scales applied in integers (not bit-equal): 6: 3 stages, 3 blocks (default for the
-// short rows), 7: 4 stages, 2 blocks (default for the long rows), 8: 4 stages, 3 blocks. Values out of range: the
-// defaults. Steps of 9..16 sequences keep the register-staged kernel.
+// short rows), 7: 4 stages, 2 blocks (the long rows' default before session 9), 8: 4 stages, 3 blocks; session 9
+// (gbt9), a warp's unit a whole super-block (both halves of each 32-byte quant sector copied by one warp), integer
+// sums: 9: 2 stages, 3 blocks, 10: 3 stages, 2 blocks (default for the long rows). Values out of range: the defaults
+// (MEMTILE_CUDA_Q6K_MODES="SHORT,LONG", read once, replaces them). Steps of 9..16 sequences keep the register-staged
+// kernel.
 void set_mma_q6k_pipe(int short_mode, int long_mode);
 void prepare_mma_q6k_pipe();  // raises the kernels' dynamic shared-memory limits (outside graph captures)
 // y = W x by the pipelined Q6_K kernel where it applies (returns false, nothing launched, otherwise: mode 0, another

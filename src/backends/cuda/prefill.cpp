@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
 
+#include "backends/cuda/batch-step.h"
 #include "backends/cuda/blas-loader.h"
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
@@ -21,6 +23,7 @@ namespace memtile::cuda {
 namespace {
 
 prefill_options g_options;
+unsigned g_batch_step = k_batch_step_default;
 
 rope_params rope_of(const model_view& m) {
     const auto& c = *m.cfg;
@@ -31,6 +34,14 @@ rope_params rope_of(const model_view& m) {
 constexpr int k_max_prefill = 1024;  // tokens per pass (longer prompts: several passes)
 
 }  // namespace
+
+void set_batch_step(unsigned mask) {
+    g_batch_step = mask;
+}
+unsigned batch_step() {
+    const char* env = std::getenv("MEMTILE_CUDA_BATCH_STEP");
+    return env && *env ? unsigned(std::strtoul(env, nullptr, 0)) : g_batch_step;
+}
 
 void set_prefill_options(const prefill_options& o) {
     g_options = o;
@@ -429,34 +440,46 @@ private:
         int32_t* pos = io_ + 2 * k_max_batch;
         const rope_params rp = rope_of(m_);
         const bool tc = !g_options.reference_batch_products;
+        const unsigned mask = batch_step();
+        auto on = [&](unsigned ko) { return (mask & ko) == 0; };
         launch_embed_rows(m_.tok_embd, tokens, b, x_, s);
         for (uint32_t il = 0; il < c.n_layer; il++) {
             const auto& L = m_.layers[il];
             uint16_t* kc = k_cache_ + il * layer_kv_;
             uint16_t* vc = v_cache_ + il * layer_kv_;
-            launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_, xs_,
-                                  s);
-            const bool pair = tc && L.qkv.size() == 2 &&
-                              launch_matvec_mma_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w,
-                                                     qkv_ + L.qkv[1].offset, b, xq_, xd_, xs_, QKV, s);
-            if (!pair)
-                for (const auto& p : L.qkv)
-                    launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
-            launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
-                                   matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
-            launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
-            launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_, xd_,
-                                  xs_, s);
-            for (const auto& p : L.gate_up)
-                launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
-            launch_swiglu_batch(gu_, b, F, xn_, consumers_q_block({{L.down, 0}}),
-                                matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
-            launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
+            if (on(k_batch_ko_attn_norm))
+                launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_,
+                                      xs_, s);
+            if (on(k_batch_ko_qkv)) {
+                const bool pair = tc && L.qkv.size() == 2 &&
+                                  launch_matvec_mma_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w,
+                                                         qkv_ + L.qkv[1].offset, b, xq_, xd_, xs_, QKV, s);
+                if (!pair)
+                    for (const auto& p : L.qkv)
+                        launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, qkv_ + p.offset, QKV, false, tc, s);
+            }
+            if (on(k_batch_ko_attention))
+                launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
+                                       matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_,
+                                       s);
+            if (on(k_batch_ko_wo)) launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
+            if (on(k_batch_ko_ffn_norm))
+                launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_,
+                                      xd_, xs_, s);
+            if (on(k_batch_ko_gate_up))
+                for (const auto& p : L.gate_up)
+                    launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
+            if (on(k_batch_ko_swiglu))
+                launch_swiglu_batch(gu_, b, F, xn_, consumers_q_block({{L.down, 0}}),
+                                    matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
+            if (on(k_batch_ko_down)) launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
         }
-        launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}), xq_,
-                              xd_, xs_, s);
-        launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
-        launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, argmax_scratch_, s);
+        if (on(k_batch_ko_output)) {
+            launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}),
+                                  xq_, xd_, xs_, s);
+            launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
+            launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, argmax_scratch_, s);
+        }
     }
 
     model_view m_;
