@@ -569,7 +569,451 @@ __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial,
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
 }
 
+// Session-9 variant of the attention with RoPE folded in and the cluster merge (attn_rope_cluster_v2_kernel; bits of
+// set_attention_variant / MEMTILE_CUDA_ATTN_V, cuda-backend.h). Same arithmetic and order as attn_rope_cluster_kernel
+// with early K/V loads: the same bits.
+constexpr unsigned k_attn_v_on = 1;            // the v2 kernel (each round's KU scores before the softmax updates)
+constexpr unsigned k_attn_v_unit_local = 2;    // unit of 256: every block merges the whole unit, no second barrier
+constexpr unsigned k_attn_v_trigger_loop = 4;  // griddep_launch after the key loop, not right after the wait
+constexpr unsigned k_attn_v_trigger_end = 8;   // griddep_launch after the output stores
+constexpr unsigned k_attn_v_stamps = 16;       // clock64 phase stamps summed into g_attn_stamps (diagnostic)
+constexpr unsigned k_attn_v_push =
+    32;  // attn_rope_push_kernel: states pushed to the cluster's first block, which merges
+
+// Phase clocks of attn_rope_cluster_v2_kernel (thread 0 of every block, k_attn_v_stamps): sums over blocks and launches
+// of the SM clocks between stamp k and k + 1 (k < k_attn_phases), then the number of blocks stamped.
+constexpr int k_attn_phases = 9;
+__device__ unsigned long long g_attn_stamps[k_attn_phases + 1];
+
+// The KU keys j = jb + u * k_attn_warps of one round (kh, vh as load_keys; the first n_valid are keys of the split):
+// every key's score first (the KU dot products and butterflies interleaved instead of one dependent warp_sum per key),
+// then attn_key_step's online-softmax update of each valid key in key order: the same operations on the same values
+// as attn_key_step, so the same bits.
+template <int ND, int KU>
+__device__ __forceinline__ void attn_keys_scored(const float (&qr)[ND], const __half (&kh)[KU][ND],
+                                                 const __half (&vh)[KU][ND], int n_valid, int lane, int hd, float& m,
+                                                 float& l, float (&acc)[ND]) {
+    float s[KU];
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+        s[u] = 0;
+#pragma unroll
+        for (int i = 0; i < ND; i++)
+            if (lane + 32 * i < hd) s[u] = __fmaf_rn(qr[i], __half2float(kh[u][i]), s[u]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int u = 0; u < KU; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+        if (u >= n_valid) break;  // uniform in the warp
+        const float m_new = fmaxf(m, s[u]);
+        const float corr = expf(m - m_new), p = expf(s[u] - m_new);
+        l = __fmaf_rn(l, corr, p);
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const float vv = lane + 32 * i < hd ? __half2float(vh[u][i]) : 0.0f;
+            acc[i] = __fmaf_rn(acc[i], corr, __fmul_rn(p, vv));
+        }
+        m = m_new;
+    }
+}
+
+// Thread 0's clock at stamp k into s_clk (k_attn_v_stamps).
+__device__ __forceinline__ void attn_stamp(bool on, long long* s_clk, int k) {
+    if (on && threadIdx.x == 0) s_clk[k] = clock64();
+}
+
+// attn_rope_block with EARLY, the rounds scored by attn_keys_scored, the trigger where `v` puts it and phase stamps.
+template <int ND, int KU>
+__device__ __forceinline__ void attn_rope_block_v2(const float* qkv, const float* bias, const rope_params& p,
+                                                   const int32_t* pos_p, __half* kc, __half* vc, int h, int split,
+                                                   int n_split, float* state, unsigned v, long long* s_clk) {
+    constexpr int nt = 32 * k_attn_warps;
+    constexpr int JN = (3 * 16 * ND + nt - 1) / nt;  // rotation jobs (pairs of q, k, v) per thread
+    const bool st = v & k_attn_v_stamps;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    const int hd = p.head_dim, hd2 = hd / 2, half = p.n_rot / 2;
+    const int group = p.n_head / p.n_head_kv, kvh = h / group, kv_dim = p.n_head_kv * hd;
+    const int pos = *pos_p, n_keys = pos + 1;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = min(j1, pos);  // cache rows: [j0, jc)
+    const bool has_new = j0 <= pos && pos < j1, writer = has_new && h % group == 0;
+    const int n_jobs = (has_new ? 3 : 1) * hd2;  // q pairs, then k pairs, then v pairs
+    float sn[JN], cs[JN];
+#pragma unroll
+    for (int r = 0; r < JN; r++) {
+        const int job = t + r * nt, i = job % hd2;
+        if (job < n_jobs && job < 2 * hd2 && i < half) rope_sincos(p, pos, i, sn[r], cs[r]);
+    }
+    __half kh[KU][ND], vh[KU][ND];
+    auto load = [&](int jb) { load_keys<KU, ND>(kc, vc, jb, jc, kv_dim, kvh * hd, hd, lane, kh, vh); };
+    load(j0 + warp);
+    griddep_wait();
+    attn_stamp(st, s_clk, 1);
+    if (!(v & (k_attn_v_trigger_loop | k_attn_v_trigger_end))) griddep_launch();
+    __shared__ float s_q[32 * ND];
+    __shared__ __half s_k[32 * ND], s_v[32 * ND];
+#pragma unroll
+    for (int r = 0; r < JN; r++) {
+        const int job = t + r * nt;
+        if (job >= n_jobs) break;
+        const int which = job / hd2, i = job % hd2;
+        const int head = which == 0 ? h : p.n_head + (which == 2 ? p.n_head_kv : 0) + kvh;
+        int a, b;
+        rope_pair(p, i, which == 2, a, b);
+        const float* x = qkv + int64_t(head) * hd;
+        float x0 = x[a], x1 = x[b];
+        if (bias) {
+            x0 = __fadd_rn(x0, bias[head * hd + a]);
+            x1 = __fadd_rn(x1, bias[head * hd + b]);
+        }
+        if (which < 2 && i < half) rope_rotate(x0, x1, sn[r], cs[r]);
+        if (which == 0) {
+            s_q[a] = x0;
+            s_q[b] = x1;
+        } else {
+            const __half y0 = __float2half_rn(x0), y1 = __float2half_rn(x1);
+            __half* sd = which == 1 ? s_k : s_v;
+            sd[a] = y0;
+            sd[b] = y1;
+            if (writer) {
+                __half* c = (which == 1 ? kc : vc) + int64_t(pos) * kv_dim + kvh * hd;
+                c[a] = y0;
+                c[b] = y1;
+            }
+        }
+    }
+    __syncthreads();
+    attn_stamp(st, s_clk, 2);
+    const float scale = rsqrtf(float(hd));
+    float qr[ND], acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < hd ? __fmul_rn(s_q[d], scale) : 0.0f;
+        acc[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
+        if (jb != j0 + warp) load(jb);
+#pragma unroll
+        for (int u = 0; u < KU; u++)
+            if (jb + u * k_attn_warps == pos) {
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    const int d = lane + 32 * i;
+                    kh[u][i] = d < hd ? s_k[d] : __float2half(0.0f);
+                    vh[u][i] = d < hd ? s_v[d] : __float2half(0.0f);
+                }
+            }
+        const int n_valid = min(KU, (j1 - jb + k_attn_warps - 1) / k_attn_warps);
+        attn_keys_scored<ND, KU>(qr, kh, vh, n_valid, lane, hd, m, l, acc);
+    }
+    attn_stamp(st, s_clk, 3);
+    if (v & k_attn_v_trigger_loop) griddep_launch();
+    // k_attn_v_push: `state` is in the first block's shared memory, whose barrier must be initialized (the cluster
+    // barrier arrived at on entry; every block has long started, so this wait is short).
+    if (v & k_attn_v_push) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+    attn_block_state<ND>(m, l, acc, state, hd);
+}
+
+// attn_rope_cluster_kernel<ND, true> with attn_rope_block_v2 and, for a unit of 256 with k_attn_v_unit_local, every
+// block merging all of the chunk's groups (hc * hd == 256: 8 groups, two per warp; the same per-element arithmetic) so
+// that the unit's maximum is a block reduction instead of an exchange through a second cluster barrier; each block
+// still stores only its own groups (g % C == r). Same bits as attn_rope_cluster_kernel.
+template <int ND>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_rope_cluster_v2_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                                __half* vc, int hc, float* out, int q_block, int8_t* xq, float* xd, float* xs,
+                                unsigned v) {
+    namespace cg = cooperative_groups;
+    __shared__ float s_state[2 + 32 * ND];  // this block's (m, l, acc[hd])
+    __shared__ float s_gmax[8];             // q_block 256: the maxima of the chunk's groups this block merged
+    __shared__ long long s_clk[k_attn_phases + 1];
+    const bool st = v & k_attn_v_stamps;
+    attn_stamp(st, s_clk, 0);
+    const cg::cluster_group cl = cg::this_cluster();
+    const int n_split = gridDim.y, hd = p.head_dim;
+    attn_rope_block_v2<ND, k_attn_rope_keys>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state, v,
+                                             s_clk);
+    attn_stamp(st, s_clk, 4);
+    cl.sync();
+    attn_stamp(st, s_clk, 5);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int C = hc * n_split, r = int(cl.block_rank()), n_e = hc * hd, n_g = (n_e + 31) / 32;
+    const bool unit = xq && q_block == 256, local = unit && (v & k_attn_v_unit_local);
+    const int64_t e0 = int64_t(blockIdx.x / hc) * n_e;
+    // Group of (warp, k): the cluster's share r + C (warp + 4k), or with `local` every group warp + 4k.
+    auto group_of = [&](int k) { return local ? warp + k_attn_warps * k : r + C * (warp + k_attn_warps * k); };
+    float vk[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int g = group_of(k), el = 32 * g + lane;
+        if (g >= n_g || el >= n_e) continue;
+        const int hl = el / hd, d = el % hd;
+        float ms[8], ls[8], as[8];
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split) {
+                const float* sp_state = cl.map_shared_rank(s_state, hl + sp * hc);
+                ms[sp] = sp_state[0];
+                ls[sp] = sp_state[1];
+                as[sp] = sp_state[2 + d];
+            }
+        float M = -INFINITY;
+        uint32_t mask = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split && ls[sp] > 0) {
+                M = fmaxf(M, ms[sp]);
+                mask |= 1u << sp;
+            }
+        float L = 0, a = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (mask >> sp & 1) {
+                const float e = expf(ms[sp] - M);
+                L = __fmaf_rn(ls[sp], e, L);
+                a = __fmaf_rn(as[sp], e, a);
+            }
+        vk[k] = a / L;
+    }
+    attn_stamp(st, s_clk, 6);
+    float unit_max = 0;
+    if (local) {  // n_e == 256: warp w holds groups w and w + 4
+        const float wm = warp_max(fmaxf(fabsf(vk[0]), fabsf(vk[1])));
+        if (lane == 0) s_gmax[warp] = wm;
+        asm volatile("barrier.cluster.arrive.release;" ::: "memory");  // the last remote read is done
+        __syncthreads();
+        unit_max = s_gmax[0];
+#pragma unroll
+        for (int w = 1; w < k_attn_warps; w++) unit_max = fmaxf(unit_max, s_gmax[w]);
+    } else {
+        if (unit) {  // n_e == 256 (launch_attention_rope checks)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const int g = group_of(k);
+                if (g >= n_g) continue;
+                const float gm = warp_max(fabsf(vk[k]));
+                if (lane == 0) s_gmax[g] = gm;
+            }
+            cl.sync();
+            unit_max = warp_max(lane < n_g ? *cl.map_shared_rank(&s_gmax[lane], lane % C) : 0.0f);
+        }
+        asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    }
+    attn_stamp(st, s_clk, 7);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int g = group_of(k), el = 32 * g + lane;
+        if (g >= n_g || (local && g % C != r)) continue;
+        if (!xq) {
+            if (el < n_e) out[e0 + el] = vk[k];
+            continue;
+        }
+        const float amax = unit ? unit_max : warp_max(fabsf(vk[k]));
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const int64_t e = e0 + el;
+        out[e] = vk[k];
+        const int q = __float2int_rn(__fmul_rn(vk[k], inv));
+        const int64_t gi = e / 32;
+        xq[gi * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[gi] = d;
+            xs[gi] = d * float(sq);
+        }
+    }
+    if (v & k_attn_v_trigger_end) griddep_launch();
+    attn_stamp(st, s_clk, 8);
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+    attn_stamp(st, s_clk, 9);
+    if (st && threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < k_attn_phases; k++)
+            atomicAdd(&g_attn_stamps[k], static_cast<unsigned long long>(s_clk[k + 1] - s_clk[k]));
+        atomicAdd(&g_attn_stamps[k_attn_phases], 1ull);
+    }
+}
+
+// The 32-bit shared::cluster address of `p` (this block's shared memory) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, int rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(r)
+                 : "r"(uint32_t(__cvta_generic_to_shared(p))), "r"(rank));
+    return r;
+}
+
+// attn_rope_cluster_v2_kernel's merge with one direction of traffic: every block writes its partial state (m, l,
+// acc[hd]) straight into the shared memory of the cluster's first block (rank 0; slot = the block's rank) and arrives
+// on that block's mbarrier (release, cluster scope: one arrival per thread, after its own stores); the first block
+// waits for all C * 128 arrivals, merges the chunk's hc * hd <= 256 elements from its own shared memory (thread t:
+// elements t and t + 128, so warp w holds groups w and w + 4) and quantizes and stores them; the other blocks exit
+// after their arrival. No cluster-wide barrier after the key loop and no remote loads. The per-element arithmetic and
+// order of attn_rope_cluster_kernel (maximum over the valid splits, then L and a as __fmaf_rn chains in split order, a
+// / L; the maxima order-free): the same bits. A wait that has not completed after 2 s traps (a launch error, not a
+// hang).
+template <int ND>
+__global__ void __launch_bounds__(32 * k_attn_warps)
+    attn_rope_push_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                          __half* vc, int hc, float* out, int q_block, int8_t* xq, float* xd, float* xs, unsigned v) {
+    namespace cg = cooperative_groups;
+    constexpr int SW = 2 + 32 * ND;  // one state
+    __shared__ float s_all[8 * SW];  // first block: the cluster's states by rank
+    __shared__ uint64_t s_bar;       // first block: C * 128 arrivals
+    __shared__ float s_wmax[k_attn_warps];
+    __shared__ long long s_clk[k_attn_phases + 1];
+    const bool st = v & k_attn_v_stamps;
+    attn_stamp(st, s_clk, 0);
+    const cg::cluster_group cl = cg::this_cluster();
+    const int n_split = gridDim.y, hd = p.head_dim, C = hc * n_split, r = int(cl.block_rank());
+    if (r == 0 && threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(uint32_t(__cvta_generic_to_shared(&s_bar))),
+                     "r"(C * int(blockDim.x))
+                     : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+    float* state = cl.map_shared_rank(s_all + r * SW, 0);
+    attn_rope_block_v2<ND, k_attn_rope_keys>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, state,
+                                             v | k_attn_v_push, s_clk);
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr(&s_bar, 0))
+                 : "memory");
+    attn_stamp(st, s_clk, 4);
+    if (r != 0) {
+        if (v & k_attn_v_trigger_end) griddep_launch();
+        return;
+    }
+    {
+        const uint32_t bar = uint32_t(__cvta_generic_to_shared(&s_bar));
+        uint32_t done = 0;
+        long long t0 = 0;
+        for (int it = 0;; it++) {
+            asm volatile(
+                "{\n .reg .pred q;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 q, [%1], %2;\n"
+                " selp.u32 %0, 1, 0, q;\n}"
+                : "=r"(done)
+                : "r"(bar), "r"(0)
+                : "memory");
+            if (done) break;
+            long long now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (it == 0) t0 = now;
+            if (now - t0 > 2000000000ll) __trap();
+        }
+    }
+    attn_stamp(st, s_clk, 5);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_e = hc * hd;
+    const bool unit = xq && q_block == 256;
+    const int64_t e0 = int64_t(blockIdx.x / hc) * n_e;
+    float vk[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int el = int(threadIdx.x) + 128 * k;
+        if (el >= n_e) continue;
+        const int hl = el / hd, d = el % hd;
+        float M = -INFINITY;
+        uint32_t mask = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (sp < n_split && s_all[(hl + sp * hc) * SW + 1] > 0) {
+                M = fmaxf(M, s_all[(hl + sp * hc) * SW]);
+                mask |= 1u << sp;
+            }
+        float L = 0, a = 0;
+#pragma unroll
+        for (int sp = 0; sp < 8; sp++)
+            if (mask >> sp & 1) {
+                const float* sp_state = s_all + (hl + sp * hc) * SW;
+                const float e = expf(sp_state[0] - M);
+                L = __fmaf_rn(sp_state[1], e, L);
+                a = __fmaf_rn(sp_state[2 + d], e, a);
+            }
+        vk[k] = a / L;
+    }
+    attn_stamp(st, s_clk, 6);
+    float unit_max = 0;
+    if (unit) {  // n_e == 256
+        const float wm = warp_max(fmaxf(fabsf(vk[0]), fabsf(vk[1])));
+        if (lane == 0) s_wmax[warp] = wm;
+        __syncthreads();
+        unit_max = s_wmax[0];
+#pragma unroll
+        for (int w = 1; w < k_attn_warps; w++) unit_max = fmaxf(unit_max, s_wmax[w]);
+    }
+    attn_stamp(st, s_clk, 7);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int el = int(threadIdx.x) + 128 * k;
+        if (32 * (el / 32) >= n_e) continue;  // whole warps: n_e % 32 == 0 where quantized
+        if (!xq) {
+            if (el < n_e) out[e0 + el] = vk[k];
+            continue;
+        }
+        const float amax = unit ? unit_max : warp_max(fabsf(vk[k]));
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const int64_t e = e0 + el;
+        out[e] = vk[k];
+        const int q = __float2int_rn(__fmul_rn(vk[k], inv));
+        const int64_t gi = e / 32;
+        xq[gi * 32 + lane] = int8_t(q);
+        const int sq = warp_sum_int(q);
+        if (lane == 0) {
+            xd[gi] = d;
+            xs[gi] = d * float(sq);
+        }
+    }
+    if (v & k_attn_v_trigger_end) griddep_launch();
+    attn_stamp(st, s_clk, 8);
+    attn_stamp(st, s_clk, 9);
+    if (st && threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < k_attn_phases; k++)
+            atomicAdd(&g_attn_stamps[k], static_cast<unsigned long long>(s_clk[k + 1] - s_clk[k]));
+        atomicAdd(&g_attn_stamps[k_attn_phases], 1ull);
+    }
+}
+
 }  // namespace
+
+namespace {
+bool g_attn_v_set = false;
+unsigned g_attn_v = 0;
+
+// The session-9 variant bits (k_attn_v_*): set_attention_variant or MEMTILE_CUDA_ATTN_V (0: the kernels above).
+unsigned attention_variant() {
+    if (!g_attn_v_set) {
+        const char* env = std::getenv("MEMTILE_CUDA_ATTN_V");
+        g_attn_v = env ? unsigned(std::strtoul(env, nullptr, 0)) : 0u;
+        g_attn_v_set = true;
+    }
+    return g_attn_v;
+}
+}  // namespace
+
+// Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
+unsigned set_attention_variant(unsigned bits);
+std::vector<double> attention_stamps();
+
+unsigned set_attention_variant(unsigned bits) {
+    const unsigned old = attention_variant();
+    g_attn_v = bits;
+    return old;
+}
+
+std::vector<double> attention_stamps() {
+    unsigned long long h[k_attn_phases + 1] = {};
+    std::vector<double> r;
+    if (cudaMemcpyFromSymbol(h, g_attn_stamps, sizeof(h)) != cudaSuccess) return r;
+    const unsigned long long zero[k_attn_phases + 1] = {};
+    cudaMemcpyToSymbol(g_attn_stamps, zero, sizeof(zero));
+    for (int k = 0; k < k_attn_phases; k++) r.push_back(h[k_attn_phases] ? double(h[k]) / double(h[k_attn_phases]) : 0);
+    r.push_back(double(h[k_attn_phases]));
+    return r;
+}
 
 void launch_rope_kv_batch(float* qkv, int n_rows, const float* bias, const rope_params& p, const int32_t* pos,
                           const int32_t* slots, int64_t slot_stride, uint16_t* k_cache, uint16_t* v_cache,
@@ -687,6 +1131,8 @@ struct attn_rope_kernels {
     static constexpr auto fused = attn_rope_fused_kernel<ND, false>, fused_early = attn_rope_fused_kernel<ND, true>;
     static constexpr auto cluster = attn_rope_cluster_kernel<ND, false>,
                           cluster_early = attn_rope_cluster_kernel<ND, true>;
+    static constexpr auto cluster_v2 = attn_rope_cluster_v2_kernel<ND>;
+    static constexpr auto push = attn_rope_push_kernel<ND>;
 };
 
 // Calls f(attn_rope_kernels<ND>{}) for ND = nd rounded up to 1, 2, 4 or 8.
@@ -718,11 +1164,20 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
         if (hc > 0 && hc * n_split <= 8 && hc * p.head_dim <= 256 &&
             (!quantize || qb == 32 || hc * p.head_dim == 256)) {
+            const unsigned av = attention_variant();
             auto go = [&](auto k) {
                 using K = decltype(k);
-                detail::launch_cluster(early ? K::cluster_early : K::cluster, grid, 32 * k_attn_warps, 0,
-                                       dim3(unsigned(hc), unsigned(n_split), 1), s, qkv, bias, p, pos, kc, vc, hc, out,
-                                       qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
+                int8_t* q8 = quantize ? xq : static_cast<int8_t*>(nullptr);
+                const dim3 cdim(unsigned(hc), unsigned(n_split), 1);
+                if (early && (av & k_attn_v_push))
+                    detail::launch_cluster(K::push, grid, 32 * k_attn_warps, 0, cdim, s, qkv, bias, p, pos, kc, vc, hc,
+                                           out, qb, q8, xd, xs, av);
+                else if (early && (av & k_attn_v_on))
+                    detail::launch_cluster(K::cluster_v2, grid, 32 * k_attn_warps, 0, cdim, s, qkv, bias, p, pos, kc,
+                                           vc, hc, out, qb, q8, xd, xs, av);
+                else
+                    detail::launch_cluster(early ? K::cluster_early : K::cluster, grid, 32 * k_attn_warps, 0, cdim, s,
+                                           qkv, bias, p, pos, kc, vc, hc, out, qb, q8, xd, xs);
             };
             with_rope_kernels(nd, go);
             return true;
