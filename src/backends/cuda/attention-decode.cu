@@ -577,10 +577,6 @@ constexpr unsigned k_attn_v_unit_local = 2;    // unit of 256: every block merge
 constexpr unsigned k_attn_v_trigger_loop = 4;  // griddep_launch after the key loop, not right after the wait
 constexpr unsigned k_attn_v_trigger_end = 8;   // griddep_launch after the output stores
 constexpr unsigned k_attn_v_stamps = 16;       // clock64 phase stamps summed into g_attn_stamps (diagnostic)
-// The split's cached K/V rows copied into shared memory before the PDL wait (attn_rope_block_st).
-constexpr unsigned k_attn_v_stage = 64;
-// attn_rope_scatter_kernel: the states and unit maxima stored into the blocks that use them before the barriers.
-constexpr unsigned k_attn_v_scatter = 32;
 
 // Phase clocks of attn_rope_cluster_v2_kernel (thread 0 of every block, k_attn_v_stamps): sums over blocks and launches
 // of the SM clocks between stamp k and k + 1 (k < k_attn_phases), then the number of blocks stamped.
@@ -718,176 +714,11 @@ __device__ __forceinline__ void attn_rope_block_v2(const float* qkv, const float
     attn_block_state<ND>(m, l, acc, state, hd);
 }
 
-// Keys staged in shared memory per block by attn_rope_block_st (K rows, then V rows; 20 KB for any head size <= 32 ND).
-template <int ND>
-constexpr int attn_stage_keys = 160 / ND;
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src)
-                 : "memory");
-}
-
-// Copies the K and V rows of keys [jb, jb + n) of one KV head (head_off = kvh * hd into each cache row) into s_kv:
-// key jb + k's K row at s_kv + k * hd, its V row at s_kv + KS * 32 * ND + k * hd (16-byte copies, cp.async; hd % 8 ==
-// 0).
-template <int ND>
-__device__ __forceinline__ void stage_keys(const __half* kc, const __half* vc, int jb, int n, int kv_dim, int head_off,
-                                           int hd, __half* s_kv) {
-    constexpr int KS = attn_stage_keys<ND>;
-    const int ch = hd / 8, per_key = 2 * ch;
-    for (int c = threadIdx.x; c < n * per_key; c += blockDim.x) {
-        const int kk = c / per_key, rem = c - kk * per_key, which = rem >= ch, part = rem - which * ch;
-        const __half* src = (which ? vc : kc) + int64_t(jb + kk) * kv_dim + head_off + part * 8;
-        cp_async16(s_kv + which * KS * 32 * ND + kk * hd + part * 8, src);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// attn_keys_scored for KU keys read from shared memory: key u's K row at sk + u * k_attn_warps * hd, its V row at
-// sv + u * k_attn_warps * hd; the first n_valid are keys of the split. Same operations and order: the same bits.
-template <int ND, int KU>
-__device__ __forceinline__ void attn_keys_smem(const float (&qr)[ND], const __half* sk, const __half* sv, int n_valid,
-                                               int lane, int hd, float& m, float& l, float (&acc)[ND]) {
-    float s[KU];
-#pragma unroll
-    for (int u = 0; u < KU; u++) {
-        s[u] = 0;
-        if (u < n_valid)
-#pragma unroll
-            for (int i = 0; i < ND; i++)
-                if (lane + 32 * i < hd)
-                    s[u] = __fmaf_rn(qr[i], __half2float(sk[u * k_attn_warps * hd + lane + 32 * i]), s[u]);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int u = 0; u < KU; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
-#pragma unroll
-    for (int u = 0; u < KU; u++) {
-        if (u >= n_valid) break;  // uniform in the warp
-        const float m_new = fmaxf(m, s[u]);
-        const float corr = expf(m - m_new), p = expf(s[u] - m_new);
-        l = __fmaf_rn(l, corr, p);
-#pragma unroll
-        for (int i = 0; i < ND; i++) {
-            const float vv = lane + 32 * i < hd ? __half2float(sv[u * k_attn_warps * hd + lane + 32 * i]) : 0.0f;
-            acc[i] = __fmaf_rn(acc[i], corr, __fmul_rn(p, vv));
-        }
-        m = m_new;
-    }
-}
-
-// attn_rope_block_v2 with the split's cached keys [j0, jc) staged in shared memory (k_attn_v_stage): the first KS of
-// them copied by cp.async before the PDL wait (no K/V registers: fewer registers, so the block can become resident
-// while more of the Q/K/V product's blocks still hold the SM), further stages of KS after the wait; each warp takes its
-// keys j0 + warp + 4m of every stage in order (KS % 4 == 0), then the new key pos (the last of its warp) from the
-// rotated k, v. The same keys in the same order per warp as attn_rope_block: the same bits.
-template <int ND, int KU>
-__device__ __forceinline__ void attn_rope_block_st(const float* qkv, const float* bias, const rope_params& p,
-                                                   const int32_t* pos_p, __half* kc, __half* vc, int h, int split,
-                                                   int n_split, float* state, unsigned v, long long* s_clk) {
-    constexpr int nt = 32 * k_attn_warps;
-    constexpr int JN = (3 * 16 * ND + nt - 1) / nt;  // rotation jobs (pairs of q, k, v) per thread
-    constexpr int KS = attn_stage_keys<ND>;
-    static_assert(KS % k_attn_warps == 0, "a stage keeps every warp's key order");
-    __shared__ __align__(16) __half s_kv[2 * KS * 32 * ND];
-    const bool st = v & k_attn_v_stamps;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
-    const int hd = p.head_dim, hd2 = hd / 2, half = p.n_rot / 2;
-    const int group = p.n_head / p.n_head_kv, kvh = h / group, kv_dim = p.n_head_kv * hd;
-    const int pos = *pos_p, n_keys = pos + 1;
-    const int chunk = (n_keys + n_split - 1) / n_split;
-    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = min(j1, pos);  // cache rows: [j0, jc)
-    const int n_cached = max(0, jc - j0);
-    const bool has_new = j0 <= pos && pos < j1, writer = has_new && h % group == 0;
-    const int n_jobs = (has_new ? 3 : 1) * hd2;  // q pairs, then k pairs, then v pairs
-    stage_keys<ND>(kc, vc, j0, min(KS, n_cached), kv_dim, kvh * hd, hd, s_kv);
-    float sn[JN], cs[JN];
-#pragma unroll
-    for (int r = 0; r < JN; r++) {
-        const int job = t + r * nt, i = job % hd2;
-        if (job < n_jobs && job < 2 * hd2 && i < half) rope_sincos(p, pos, i, sn[r], cs[r]);
-    }
-    griddep_wait();
-    attn_stamp(st, s_clk, 1);
-    if (!(v & (k_attn_v_trigger_loop | k_attn_v_trigger_end))) griddep_launch();
-    __shared__ float s_q[32 * ND];
-    __shared__ __half s_k[32 * ND], s_v[32 * ND];
-#pragma unroll
-    for (int r = 0; r < JN; r++) {
-        const int job = t + r * nt;
-        if (job >= n_jobs) break;
-        const int which = job / hd2, i = job % hd2;
-        const int head = which == 0 ? h : p.n_head + (which == 2 ? p.n_head_kv : 0) + kvh;
-        int a, b;
-        rope_pair(p, i, which == 2, a, b);
-        const float* x = qkv + int64_t(head) * hd;
-        float x0 = x[a], x1 = x[b];
-        if (bias) {
-            x0 = __fadd_rn(x0, bias[head * hd + a]);
-            x1 = __fadd_rn(x1, bias[head * hd + b]);
-        }
-        if (which < 2 && i < half) rope_rotate(x0, x1, sn[r], cs[r]);
-        if (which == 0) {
-            s_q[a] = x0;
-            s_q[b] = x1;
-        } else {
-            const __half y0 = __float2half_rn(x0), y1 = __float2half_rn(x1);
-            __half* sd = which == 1 ? s_k : s_v;
-            sd[a] = y0;
-            sd[b] = y1;
-            if (writer) {
-                __half* c = (which == 1 ? kc : vc) + int64_t(pos) * kv_dim + kvh * hd;
-                c[a] = y0;
-                c[b] = y1;
-            }
-        }
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    attn_stamp(st, s_clk, 2);
-    const float scale = rsqrtf(float(hd));
-    float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? __fmul_rn(s_q[d], scale) : 0.0f;
-        acc[i] = 0;
-    }
-    float m = -INFINITY, l = 0;
-    for (int base = 0; base < n_cached; base += KS) {  // uniform in the block
-        const int n_here = min(KS, n_cached - base);
-        if (base > 0) {
-            __syncthreads();  // every warp is done with the previous stage
-            stage_keys<ND>(kc, vc, j0 + base, n_here, kv_dim, kvh * hd, hd, s_kv);
-            asm volatile("cp.async.wait_all;" ::: "memory");
-            __syncthreads();
-        }
-        for (int ub = warp; ub < n_here; ub += KU * k_attn_warps) {
-            const int n_valid = min(KU, (n_here - ub + k_attn_warps - 1) / k_attn_warps);
-            attn_keys_smem<ND, KU>(qr, s_kv + ub * hd, s_kv + KS * 32 * ND + ub * hd, n_valid, lane, hd, m, l, acc);
-        }
-    }
-    if (has_new && (pos - j0) % k_attn_warps == warp) {
-        __half kh[ND], vh[ND];
-#pragma unroll
-        for (int i = 0; i < ND; i++) {
-            const int d = lane + 32 * i;
-            kh[i] = d < hd ? s_k[d] : __float2half(0.0f);
-            vh[i] = d < hd ? s_v[d] : __float2half(0.0f);
-        }
-        attn_key_step<ND>(qr, kh, vh, lane, hd, m, l, acc);
-    }
-    attn_stamp(st, s_clk, 3);
-    if (v & k_attn_v_trigger_loop) griddep_launch();
-    attn_block_state<ND>(m, l, acc, state, hd);
-}
-
 // attn_rope_cluster_kernel<ND, true> with attn_rope_block_v2 and, for a unit of 256 with k_attn_v_unit_local, every
 // block merging all of the chunk's groups (hc * hd == 256: 8 groups, two per warp; the same per-element arithmetic) so
 // that the unit's maximum is a block reduction instead of an exchange through a second cluster barrier; each block
 // still stores only its own groups (g % C == r). Same bits as attn_rope_cluster_kernel.
-template <int ND, bool STAGE>
+template <int ND>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_rope_cluster_v2_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                                 __half* vc, int hc, float* out, int q_block, int8_t* xq, float* xd, float* xs,
@@ -900,12 +731,8 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_stamp(st, s_clk, 0);
     const cg::cluster_group cl = cg::this_cluster();
     const int n_split = gridDim.y, hd = p.head_dim;
-    if (STAGE)
-        attn_rope_block_st<ND, k_attn_rope_keys>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state,
-                                                 v, s_clk);
-    else
-        attn_rope_block_v2<ND, k_attn_rope_keys>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state,
-                                                 v, s_clk);
+    attn_rope_block_v2<ND, k_attn_rope_keys>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state, v,
+                                             s_clk);
     attn_stamp(st, s_clk, 4);
     cl.sync();
     attn_stamp(st, s_clk, 5);
@@ -997,123 +824,6 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
     if (v & k_attn_v_trigger_end) griddep_launch();
     attn_stamp(st, s_clk, 8);
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-    attn_stamp(st, s_clk, 9);
-    if (st && threadIdx.x == 0) {
-#pragma unroll
-        for (int k = 0; k < k_attn_phases; k++)
-            atomicAdd(&g_attn_stamps[k], static_cast<unsigned long long>(s_clk[k + 1] - s_clk[k]));
-        atomicAdd(&g_attn_stamps[k_attn_phases], 1ull);
-    }
-}
-
-// attn_rope_cluster_kernel<ND, true> with the exchanges turned around (k_attn_v_scatter; hd % 32 == 0): instead of
-// each block loading the splits' states of its groups from the other blocks after a cluster barrier (a distributed-
-// shared-memory round trip on the critical path, and another for the unit maximum after the second barrier), every
-// block stores the slices of its state into the blocks that merge them (group g of the chunk, merged by block g % C:
-// its 32 acc values and (m, l) into that block's s_in[g / C][split]) before the barrier, and for a unit of 256 its
-// groups' maxima into every block's s_gmax before the second barrier; the barriers (arrive.release / wait.acquire)
-// make the stores visible, and every read after them is local. A first barrier arrival on entry, waited for before
-// the first remote store, makes sure every block of the cluster has started. The same values in the same order as
-// attn_rope_cluster_kernel: the same bits.
-template <int ND>
-__global__ void __launch_bounds__(32 * k_attn_warps)
-    attn_rope_scatter_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
-                             __half* vc, int hc, float* out, int q_block, int8_t* xq, float* xd, float* xs,
-                             unsigned v) {
-    namespace cg = cooperative_groups;
-    __shared__ float s_state[2 + 32 * ND];  // this block's (m, l, acc[hd])
-    __shared__ float s_in[8][8][34];        // [j][split]: (m, l, acc[32]) of group r + C j of the chunk
-    __shared__ float s_gmax[8];             // q_block 256: the maxima of the chunk's groups
-    __shared__ long long s_clk[k_attn_phases + 1];
-    const bool st = v & k_attn_v_stamps;
-    attn_stamp(st, s_clk, 0);
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-    const cg::cluster_group cl = cg::this_cluster();
-    const int n_split = gridDim.y, hd = p.head_dim;
-    attn_rope_block<ND, k_attn_rope_keys, true>(qkv, bias, p, pos_p, kc, vc, blockIdx.x, blockIdx.y, n_split, s_state);
-    __syncthreads();  // the block state is complete
-    attn_stamp(st, s_clk, 1);
-    attn_stamp(st, s_clk, 2);
-    attn_stamp(st, s_clk, 3);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
-    const int C = hc * n_split, r = int(cl.block_rank()), n_e = hc * hd, n_g = n_e / 32;
-    const int hl_b = r % hc, sp_b = r / hc;  // this block's head in the chunk and split
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-    for (int d = t; d < hd; d += blockDim.x) {
-        const int g = (hl_b * hd + d) / 32;
-        float* dst = cl.map_shared_rank(&s_in[g / C][sp_b][2 + d % 32], g % C);
-        *dst = s_state[2 + d];
-        if (d % 32 == 0) {
-            float* ml = cl.map_shared_rank(&s_in[g / C][sp_b][0], g % C);
-            ml[0] = s_state[0];
-            ml[1] = s_state[1];
-        }
-    }
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-    attn_stamp(st, s_clk, 4);
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-    attn_stamp(st, s_clk, 5);
-    const int64_t e0 = int64_t(blockIdx.x / hc) * n_e;
-    float vk[2] = {0, 0};
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int jj = warp + k_attn_warps * k, g = r + C * jj;
-        if (g >= n_g) continue;
-        float M = -INFINITY;
-        uint32_t mask = 0;
-#pragma unroll
-        for (int sp = 0; sp < 8; sp++)
-            if (sp < n_split && s_in[jj][sp][1] > 0) {
-                M = fmaxf(M, s_in[jj][sp][0]);
-                mask |= 1u << sp;
-            }
-        float L = 0, a = 0;
-#pragma unroll
-        for (int sp = 0; sp < 8; sp++)
-            if (mask >> sp & 1) {
-                const float e = expf(s_in[jj][sp][0] - M);
-                L = __fmaf_rn(s_in[jj][sp][1], e, L);
-                a = __fmaf_rn(s_in[jj][sp][2 + lane], e, a);
-            }
-        vk[k] = a / L;
-    }
-    attn_stamp(st, s_clk, 6);
-    float unit_max = 0;
-    if (xq && q_block == 256) {  // n_e == 256 (launch_attention_rope checks)
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            const int g = r + C * (warp + k_attn_warps * k);
-            if (g >= n_g) continue;
-            const float gm = warp_max(fabsf(vk[k]));
-            if (lane < C) *cl.map_shared_rank(&s_gmax[g], lane) = gm;
-        }
-        asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-        asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-        unit_max = warp_max(lane < n_g ? s_gmax[lane] : 0.0f);
-    }
-    attn_stamp(st, s_clk, 7);
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int g = r + C * (warp + k_attn_warps * k), el = 32 * g + lane;
-        if (g >= n_g) continue;
-        if (!xq) {
-            out[e0 + el] = vk[k];
-            continue;
-        }
-        const float amax = q_block == 256 ? unit_max : warp_max(fabsf(vk[k]));
-        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-        const int64_t e = e0 + el;
-        out[e] = vk[k];
-        const int q = __float2int_rn(__fmul_rn(vk[k], inv));
-        const int64_t gi = e / 32;
-        xq[gi * 32 + lane] = int8_t(q);
-        const int sq = warp_sum_int(q);
-        if (lane == 0) {
-            xd[gi] = d;
-            xs[gi] = d * float(sq);
-        }
-    }
-    attn_stamp(st, s_clk, 8);
     attn_stamp(st, s_clk, 9);
     if (st && threadIdx.x == 0) {
 #pragma unroll
@@ -1277,9 +987,7 @@ struct attn_rope_kernels {
     static constexpr auto fused = attn_rope_fused_kernel<ND, false>, fused_early = attn_rope_fused_kernel<ND, true>;
     static constexpr auto cluster = attn_rope_cluster_kernel<ND, false>,
                           cluster_early = attn_rope_cluster_kernel<ND, true>;
-    static constexpr auto cluster_v2 = attn_rope_cluster_v2_kernel<ND, false>;
-    static constexpr auto cluster_v2_stage = attn_rope_cluster_v2_kernel<ND, true>;
-    static constexpr auto scatter = attn_rope_scatter_kernel<ND>;
+    static constexpr auto cluster_v2 = attn_rope_cluster_v2_kernel<ND>;
 };
 
 // Calls f(attn_rope_kernels<ND>{}) for ND = nd rounded up to 1, 2, 4 or 8.
@@ -1316,13 +1024,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
                 using K = decltype(k);
                 int8_t* q8 = quantize ? xq : static_cast<int8_t*>(nullptr);
                 const dim3 cdim(unsigned(hc), unsigned(n_split), 1);
-                if (early && (av & k_attn_v_scatter) && p.head_dim % 32 == 0)
-                    detail::launch_cluster(K::scatter, grid, 32 * k_attn_warps, 0, cdim, s, qkv, bias, p, pos, kc, vc,
-                                           hc, out, qb, q8, xd, xs, av);
-                else if (early && (av & k_attn_v_stage) && p.head_dim % 8 == 0)
-                    detail::launch_cluster(K::cluster_v2_stage, grid, 32 * k_attn_warps, 0, cdim, s, qkv, bias, p, pos,
-                                           kc, vc, hc, out, qb, q8, xd, xs, av);
-                else if (early && (av & k_attn_v_on))
+                if (early && (av & k_attn_v_on))
                     detail::launch_cluster(K::cluster_v2, grid, 32 * k_attn_warps, 0, cdim, s, qkv, bias, p, pos, kc,
                                            vc, hc, out, qb, q8, xd, xs, av);
                 else
