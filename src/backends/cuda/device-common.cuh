@@ -219,6 +219,34 @@ __device__ __forceinline__ void finish_elems(F f, int64_t e0, int n_e, float* ou
     }
 }
 
+// Quantizes the 256 values of a block of 256 threads (thread t: element e0 + t of row `row` of n_rows,
+// elements from n on absent) exactly as quantize_warp: per group of 32 (q_block 32) or with one scale for all
+// 256 (q_block 256, n % 256 == 0). n % 32 == 0, so a warp's 32 elements are all present or all absent. Output
+// in the group-major layout of prefill-kernels.h; used by ops.cu and attention-decode.cu (for one row: xq [n], xd and
+// xs [n / 32]).
+__device__ __forceinline__ void quantize_block256(float v, int64_t e0, int64_t n, int q_block, int8_t* xq, float* xd,
+                                                  float* xs, int64_t row, int64_t n_rows) {
+    __shared__ float wmax[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float amax = warp_max(fabsf(v));
+    if (q_block == 256) {
+        if (lane == 0) wmax[warp] = amax;
+        __syncthreads();
+        amax = wmax[0];
+        for (int k = 1; k < 8; k++) amax = fmaxf(amax, wmax[k]);
+    }
+    if (e0 + warp * 32 >= n) return;
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const int q = __float2int_rn(__fmul_rn(v, inv));
+    const int64_t g = (e0 / 32 + warp) * n_rows + row;  // this warp's group, group-major over the rows
+    xq[g * 32 + lane] = int8_t(q);
+    const int sq = warp_sum_int(q);
+    if (lane == 0) {
+        xd[g] = d;
+        xs[g] = d * float(sq);
+    }
+}
+
 // The last block of a grid to arrive (counter: zero before the grid, reset here for the next launch or graph
 // replay); every thread calls it after its global writes. Returns true in every thread of that block, whose later
 // reads of the other blocks' writes must bypass L1 (__ldcg).
