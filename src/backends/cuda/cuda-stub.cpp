@@ -53,6 +53,12 @@ std::vector<float> cuda::embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t,
 void cuda::set_pdl(bool) {
     not_compiled();
 }
+void cuda::set_norm_fusion(int) {
+    not_compiled();
+}
+int cuda::norm_fusion() {
+    not_compiled();
+}
 void cuda::set_decode_fusion(unsigned) {
     not_compiled();
 }

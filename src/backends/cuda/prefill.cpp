@@ -12,6 +12,7 @@
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/mma-pair.h"
+#include "backends/cuda/norm-fused.h"
 #include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
@@ -411,13 +412,18 @@ private:
         int32_t* pos = io_ + 2 * k_max_batch;
         const rope_params rp = rope_of(m_);
         const bool tc = !g_options.reference_batch_products;
+        // The norms the single-sequence step forms from parts (set_norm_fusion): the same values here.
+        const bool parts = norm_parts_read();
         launch_embed_rows(m_.tok_embd, tokens, b, x_, s);
         for (uint32_t il = 0; il < c.n_layer; il++) {
             const auto& L = m_.layers[il];
             uint16_t* kc = k_cache_ + il * layer_kv_;
             uint16_t* vc = v_cache_ + il * layer_kv_;
-            launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_, xs_,
-                                  s);
+            if (parts && norm_parts_consumers(L.qkv, E))
+                launch_rms_norm_parts_rows(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else
+                launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_,
+                                      xs_, s);
             const bool pair = tc && L.qkv.size() == 2 &&
                               launch_matvec_mma_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w,
                                                      qkv_ + L.qkv[1].offset, b, xq_, xd_, xs_, QKV, s);
@@ -427,16 +433,22 @@ private:
             launch_attention_batch(qkv_, b, L.bias, rp, pos, slots, slot_stride_, kc, vc, n_split_, partial_, att_,
                                    matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_, s);
             launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
-            launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_, xd_,
-                                  xs_, s);
+            if (parts && norm_parts_consumers(L.gate_up, E))
+                launch_rms_norm_parts_rows(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else
+                launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_,
+                                      xd_, xs_, s);
             for (const auto& p : L.gate_up)
                 launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
             launch_swiglu_batch(gu_, b, F, xn_, consumers_q_block({{L.down, 0}}),
                                 matvec_uses_int8(L.down.type) ? xq_ : nullptr, xd_, xs_, s);
             launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
         }
-        launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}), xq_,
-                              xd_, xs_, s);
+        if (parts && norm_parts_consumers({{m_.output, 0}}, E))
+            launch_rms_norm_parts_rows(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
+        else
+            launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}),
+                                  xq_, xd_, xs_, s);
         launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
         launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, argmax_scratch_, s);
     }
