@@ -511,12 +511,11 @@ private:
         // (bits 4, 8, 16: glu_f_used / glu_q_used)
         const bool fuse_merge = decode_fusion() & 2, fuse_rope = decode_fusion() & 32, early_kv = decode_fusion() & 64,
                    fuse_merge_k = decode_fusion() & 128, fuse_pair = decode_fusion() & k_qkm_pair;
-        // set_norm_fusion (norm-fused.h): a norm whose consumers can all read norm parts (norm_parts_*) gets no RMSNorm
-        // kernel where the product before it (Wo, down) leaves them (mode 2; mode 3 only that side, a diagnostic), else
-        // the parts kernel; parts_ready: the last product did.
-        // In modes 1 and 2 every norm of int8 consumers in groups of 32 has the parts' arithmetic
-        // (norm_parts_consumers, decoder-state.h; the batched step the same): from parts where its consumers read them,
-        // else by rms_norm_parts_rows (the same values, read by any int8 kernel).
+        // set_norm_fusion (norm-fused.h). In modes 1 and 2 every norm of int8 consumers in groups of 32 has the parts'
+        // arithmetic (norm_parts_consumers, decoder-state.h; the batched step the same): where all its consumers read
+        // parts (scaled_consumers), the parts kernel or (mode 2) the product before it (Wo, down; mode 3: only that
+        // side, a diagnostic) leaves them, parts_ready: the last product did; else rms_norm_parts_rows forms the same
+        // values for any int8 kernel.
         const int nmode = norm_fusion_mode();
         const bool leave_parts = nmode == 2 || nmode == 3, read_parts = norm_parts_read();
         auto parts = [&](const float* g) { return norm_parts{g, nq_, nd_, nsq_, nss_, c.norm_eps}; };
