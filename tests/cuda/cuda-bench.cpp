@@ -214,6 +214,37 @@ void bench_attn(const cuda::bandwidth_probe& bw, const std::string& list, const 
     cuda::set_attention_variant(0);
 }
 
+// The RMSNorm from parts (cuda::set_norm_fusion) in the decode step: tg128 of each file type in each listed mode (e.g.
+// "0;1;2", the list run twice, alternated); `--only TYPE` picks one file type.
+void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    const int mode0 = cuda::norm_fusion();
+    fmt::print(
+        "\nRMSNorm from parts (modes of set_norm_fusion), llama3-8b shapes, random weights, tg128 after 16, probe "
+        "{:.0f} GB/s:\n",
+        bw.hbm_read_gbs);
+    const file_type fts[] = {file_type::q8_0, file_type::q4_0, file_type::q4_k_m, file_type::f16};
+    for (file_type ft : fts) {
+        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
+        for (int pass = 0; pass < 2; pass++)
+            for (const auto& e : split_list(list)) {
+                try {
+                    cuda::set_norm_fusion(int(std::strtol(e.c_str(), nullptr, 10)));
+                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                    const double tps = 128 / d->bench_decode(128, 16, 1);
+                    const double bytes = double(d->streamed_bytes_per_token());
+                    fmt::print("  {:<7} norm {} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                               file_type_name(ft), e, tps, 1e6 / tps / preset.config.n_layer,
+                               tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    std::fflush(stdout);
+                } catch (const std::exception& ex) {
+                    report(false, fmt::format("bench norm {} {}: {}", e, file_type_name(ft), ex.what()));
+                }
+            }
+    }
+    cuda::set_norm_fusion(mode0);
+}
+
 // Weight loads before the PDL wait (cuda::set_matvec_early) in the decode step: tg128 of each file type at each listed
 // level, the list run twice (alternated, for the drift within the run); `--only TYPE` picks one file type.
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {

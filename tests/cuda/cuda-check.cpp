@@ -6,7 +6,7 @@
 //                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--attn-bench "V;V;..."]
-//                               [--attn-check]
+//                               [--attn-check] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 #include <fmt/format.h>
 
@@ -199,6 +199,68 @@ void check_fusion_bits(const std::string& name, const std::string& path) {
     } catch (const std::exception& e) {
         cuda::set_decode_fusion(cuda::k_decode_fusion_default);
         report(false, fmt::format("fusion bits {}: {}", name, e.what()));
+    }
+}
+
+// The RMSNorm from parts (cuda::set_norm_fusion, norm-fused.h): logits of 16 steps in a context of 512 in each mode, on
+// the default model and llama3-8b shapes (random weights; Q4_K_M and F16 do not take the path). Mode 3 (the products'
+// epilogue, the RMSNorm kernels still read) must equal mode 0 bit for bit (the products' x unchanged); mode 2 (parts
+// from the products) must equal mode 1 (the parts kernel). Mode 1 against mode 0 (another rounding of the norm) is
+// reported per step: the step-0 NMSE within the quantized formats' bound against the CPU engine (later steps add the
+// divergence of the whole context), except on random Q8_0 weights: uniform int8 quants (16 times Q4_0's spread) make
+// every product a gain of ~5, so a last-bit difference grows over the 32 layers (6e-3 at step 0, measured); reported
+// only.
+void check_norm_bits(const std::string& kjv) {
+    const auto& preset = find_preset("llama3-8b");
+    const int mode0 = cuda::norm_fusion();
+    struct item {
+        std::string name;
+        file_type ft;
+        bool bound;  // the step-0 NMSE bound applies
+    };
+    std::vector<item> items = {{"llama3-8b Q8_0", file_type::q8_0, false}, {"llama3-8b Q4_0", file_type::q4_0, true}};
+    if (!kjv.empty()) items.push_back({"memtile-kjv-q8_0", file_type::all_f32, true});
+    for (const auto& it : items) {
+        try {
+            std::vector<std::vector<float>> out[4];
+            for (int k = 0; k < 4; k++) {
+                cuda::set_norm_fusion(k);
+                auto d = it.ft == file_type::all_f32 ? cuda::decoder::load(gguf_file::open(kjv), 512)
+                                                     : cuda::decoder::random(preset.config, it.ft, 512, 11);
+                const int nv = int(d->config().n_vocab);
+                for (int i = 0; i < 16; i++) {
+                    const auto l = d->forward(int32_t((7919 * i + 3) % nv));
+                    out[k].emplace_back(l.begin(), l.end());
+                }
+            }
+            cuda::set_norm_fusion(mode0);
+            auto differ = [&](int a, int b) {
+                int n = 0;
+                for (size_t i = 0; i < out[a].size(); i++)
+                    if (std::memcmp(out[a][i].data(), out[b][i].data(), out[a][i].size() * sizeof(float)) != 0) n++;
+                return n;
+            };
+            std::vector<double> nmse;
+            for (size_t i = 0; i < out[0].size(); i++) {
+                double num = 0, den = 0;
+                for (size_t j = 0; j < out[0][i].size(); j++) {
+                    const double e = double(out[1][i][j]) - double(out[0][i][j]);
+                    num += e * e;
+                    den += double(out[0][i][j]) * double(out[0][i][j]);
+                }
+                nmse.push_back(den > 0 ? num / den : num);
+            }
+            const int d03 = differ(0, 3), d12 = differ(1, 2);
+            report(d03 == 0 && d12 == 0 && (!it.bound || nmse[0] <= 1e-3),
+                   fmt::format("norm parts {:<18} 16 steps: modes 0/3, 1/2 differ in {} / {} steps (bit-equal "
+                               "expected); mode 1 vs 0 NMSE at steps 0/1/3/7/15 {:.1e} {:.1e} {:.1e} {:.1e} {:.1e} "
+                               "({})",
+                               it.name, d03, d12, nmse[0], nmse[1], nmse[3], nmse[7], nmse[15],
+                               it.bound ? "step 0 tol 1e-3" : "random int8 quants: reported only"));
+        } catch (const std::exception& e) {
+            cuda::set_norm_fusion(mode0);
+            report(false, fmt::format("norm parts {}: {}", it.name, e.what()));
+        }
     }
 }
 
@@ -654,7 +716,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, attn_check = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, attn_list, batch_masks;
+    std::string only, early_levels, fusion_masks, prefetch_list, attn_list, batch_masks, norm_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -700,6 +762,8 @@ int main(int argc, char** argv) {
             attn_list = argv[++i];
         else if (a == "--attn-check")
             attn_check = true;
+        else if (a == "--norm-bench" && i + 1 < argc)
+            norm_list = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -764,6 +828,7 @@ int main(int argc, char** argv) {
             }
             check_formats(tmp);
             check_prefetch_bits();
+            check_norm_bits(kjv);
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";
                 import_llama2c(stories, g);
@@ -808,6 +873,8 @@ int main(int argc, char** argv) {
             bench_batch_step(only, batch_masks);
         } else if (!attn_list.empty()) {
             bench_attn(bw, attn_list, only);
+        } else if (!norm_list.empty()) {
+            bench_norm(bw, norm_list, only);
         } else if (!prefetch_list.empty()) {
             bench_prefetch(bw, prefetch_list, only);
         } else if (!early_levels.empty()) {

@@ -128,6 +128,16 @@ constexpr unsigned k_decode_fusion_all =
     k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 | k_qkm_down_4x2 |
     k_qkm_q6_down_64 | k_qkm_q6_down_3 | k_qkm_lean_q4k | k_qkm_lean_q6k | k_qkm_lean_pair;
 void set_decode_fusion(unsigned mask);
+// The decode step's RMSNorm without the whole-row reduction on its critical path (norm-fused.h, docs/cuda-decode-log.md
+// "Session 9 (branch gnf9)"): for Q8_0 / Q4_0 consumers a lean kernel leaves the int8 values of x * g (quantizing is
+// scale-invariant) and the group sums of squares, and the consumers apply the norm's scale to the group scales. mode 0
+// rms_norm_kernel (default); 1 the lean kernel (Q8_0 tg128 +2.6 %, Q4_0 unchanged); 2 the parts left by the Wo / down
+// products in thread-block clusters (slower than 0); 3 a diagnostic of 2. Or MEMTILE_CUDA_NORM=MODE; read when a graph
+// is captured. Modes 1 and 2 round the norm differently from mode 0 (the batched step follows them, so a batch's rows
+// keep the single step's bits): off by default, since the default model's greedy tokens then leave the CPU engine's at
+// token 47 (a near tie).
+void set_norm_fusion(int mode);
+int norm_fusion();  // the current mode
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a

@@ -59,6 +59,12 @@ unsigned cuda::set_attention_variant(unsigned) {
 std::vector<double> cuda::attention_stamps() {
     not_compiled();
 }
+void cuda::set_norm_fusion(int) {
+    not_compiled();
+}
+int cuda::norm_fusion() {
+    not_compiled();
+}
 void cuda::set_decode_fusion(unsigned) {
     not_compiled();
 }

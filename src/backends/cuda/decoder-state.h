@@ -43,6 +43,16 @@ inline int consumers_q_block(const std::vector<view_part>& consumers) {
     return 32;
 }
 
+// Whether a norm with these consumers has the arithmetic of norm-parts.cuh in set_norm_fusion's modes 1 and 2 (int8
+// consumers in groups of 32): the single-sequence step forms it from parts or by rms_norm_parts_rows, the batched step
+// by rms_norm_parts_rows, so that a batch's rows keep the single step's bits.
+inline bool norm_parts_consumers(const std::vector<view_part>& consumers, int64_t n_embd) {
+    if (n_embd % 32 != 0 || consumers.empty()) return false;
+    for (const auto& p : consumers)
+        if (!matvec_uses_int8(p.w.type)) return false;
+    return consumers_q_block(consumers) == 32;
+}
+
 // Key ranges of the split-K decode attention for a context of n_ctx positions (the single-sequence and batched steps
 // use the same count, so that a batch of one equals the single step): n_ctx / 128 in 1..32, or MEMTILE_CUDA_SPLITS
 // when set (1..32; A/B benchmarks). Defined in decoder.cpp.

@@ -17,6 +17,7 @@
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/matvec-fused.h"
 #include "backends/cuda/matvec-qkm.h"
+#include "backends/cuda/norm-fused.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -72,6 +73,26 @@ attn_shapes forced_attn_shapes() {
     a.qkv = {v[0], v[1]};
     a.wo = {v[2], v[3]};
     return a;
+}
+
+// The single-sequence step's forms of the FFN input (record()): SwiGLU in an F16/BF16 gate/up epilogue, or with its
+// quantization in a Q4_0/Q8_0 one.
+bool glu_f_used(const layer_view& L, int64_t n_ff) {
+    return (decode_fusion() & 4) && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * n_ff &&
+           matvec_glu_supported(L.gate_up[0].w) && !matvec_uses_int8(L.down.type);
+}
+bool glu_q_used(const layer_view& L, int64_t n_ff) {
+    const dtype gut = L.gate_up[0].w.type;
+    return (((decode_fusion() & 8) && gut == dtype::q4_0) || ((decode_fusion() & 16) && gut == dtype::q8_0)) &&
+           L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * n_ff && matvec_glu_q_supported(L.gate_up[0].w) &&
+           matvec_uses_int8(L.down.type) && consumers_q_block({{L.down, 0}}) == 32;
+}
+// Whether every consumer is a launch_matvec_scaled one (norm-fused.h).
+bool scaled_consumers(const std::vector<view_part>& cons, int64_t n_embd) {
+    if (!norm_parts_consumers(cons, n_embd)) return false;
+    for (const auto& p : cons)
+        if (!matvec_scaled_supported(p.w)) return false;
+    return true;
 }
 
 class cuda_decoder final : public decoder {
@@ -406,6 +427,10 @@ private:
         hq_ = static_cast<int8_t*>(alloc(size_t(F)));
         hd_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
         hs_ = static_cast<float*>(alloc(size_t(F / 32 + 1) * 4));
+        nq_ = static_cast<int8_t*>(alloc(size_t(E)));
+        nd_ = static_cast<float*>(alloc(size_t(E / 32 + 1) * 4));
+        nsq_ = static_cast<float*>(alloc(size_t(E / 32 + 1) * 4));
+        nss_ = static_cast<float*>(alloc(size_t(E / 32 + 1) * 4));
         logits_ = static_cast<float*>(alloc(size_t(V) * 4));
         argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
@@ -483,18 +508,44 @@ private:
             launch_matvec(w, x, xq_, xd_, xs_, y, acc, s);
             if (shape.rows > 0) force_matvec_shape({});
         };
-        const bool fuse_merge = decode_fusion() & 2, fuse_glu = decode_fusion() & 4, fuse_glu_q4 = decode_fusion() & 8,
-                   fuse_glu_q8 = decode_fusion() & 16, fuse_rope = decode_fusion() & 32,
-                   early_kv = decode_fusion() & 64, fuse_merge_k = decode_fusion() & 128,
-                   fuse_pair = decode_fusion() & k_qkm_pair;
+        // (bits 4, 8, 16: glu_f_used / glu_q_used)
+        const bool fuse_merge = decode_fusion() & 2, fuse_rope = decode_fusion() & 32, early_kv = decode_fusion() & 64,
+                   fuse_merge_k = decode_fusion() & 128, fuse_pair = decode_fusion() & k_qkm_pair;
+        // set_norm_fusion (norm-fused.h). In modes 1 and 2 every norm of int8 consumers in groups of 32 has the parts'
+        // arithmetic (norm_parts_consumers, decoder-state.h; the batched step the same): where all its consumers read
+        // parts (scaled_consumers), the parts kernel or (mode 2) the product before it (Wo, down; mode 3: only that
+        // side, a diagnostic) leaves them, parts_ready: the last product did; else rms_norm_parts_rows forms the same
+        // values for any int8 kernel.
+        const int nmode = norm_fusion_mode();
+        const bool leave_parts = nmode == 2 || nmode == 3, read_parts = norm_parts_read();
+        auto parts = [&](const float* g) { return norm_parts{g, nq_, nd_, nsq_, nss_, c.norm_eps}; };
+        auto attn_parts_of = [&](const layer_view& L) {
+            const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
+            return nmode != 0 && shapes.qkv.rows == 0 && !pair && scaled_consumers(L.qkv, E);
+        };
+        // A norm not formed from parts: rms_norm_kernel, or its values with the parts' arithmetic.
+        auto norm = [&](const float* g, const std::vector<part>& cons) {
+            if (read_parts && norm_parts_consumers(cons, E))
+                launch_rms_norm_parts_rows(x_, g, xn_, 1, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else
+                launch_rms_norm(x_, g, xn_, int(E), c.norm_eps, q_block(cons), xq_for(cons), xd_, xs_, s);
+        };
+        const bool out_ok = nmode != 0 && scaled_consumers({{output_, 0}}, E), out_parts = read_parts && out_ok;
+        bool parts_ready = false;
         for (uint32_t il = first_layer_; il < c.n_layer; il++) {
             const auto& L = layers_[il];
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
-            if (!(knock & k_knockout_attn_norm))
-                launch_rms_norm(x_, L.attn_norm, xn_, int(E), c.norm_eps, q_block(L.qkv), xq_for(L.qkv), xd_, xs_, s);
+            const bool attn_parts = read_parts && attn_parts_of(L);
+            if (!(knock & k_knockout_attn_norm) && attn_parts && !parts_ready)
+                launch_norm_parts(x_, int(E), parts(L.attn_norm), s);
+            else if (!(knock & k_knockout_attn_norm) && !attn_parts)
+                norm(L.attn_norm, L.qkv);
+            parts_ready = false;
             const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
-            if (!(knock & k_knockout_qkv) && pair)
+            if (!(knock & k_knockout_qkv) && attn_parts)
+                for (const auto& p : L.qkv) launch_matvec_scaled(p.w, parts(L.attn_norm), qkv_ + p.offset, false, s);
+            else if (!(knock & k_knockout_qkv) && pair)
                 launch_matvec_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w, qkv_ + L.qkv[1].offset, xq_, xd_,
                                    xs_, decode_fusion(), s);
             else if (!(knock & k_knockout_qkv))
@@ -513,36 +564,57 @@ private:
                                                          merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
                     launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             }
-            if (!(knock & k_knockout_wo) && !launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
+            const bool glu_f = glu_f_used(L, F), glu_q = glu_q_used(L, F);
+            const bool ffn_ok =
+                !(knock & k_knockout_ffn) && nmode != 0 && !glu_f && !glu_q && scaled_consumers(L.gate_up, E);
+            const bool ffn_parts = read_parts && ffn_ok;
+            bool ffn_ready = false;
+            if (!(knock & k_knockout_wo) && shapes.wo.rows == 0 && leave_parts && ffn_ok &&
+                launch_matvec_norm(L.wo, xq_, xd_, xs_, x_, parts(L.ffn_norm), s))
+                ffn_ready = true;
+            else if (!(knock & k_knockout_wo) && !launch_matvec_qkm(L.wo, xq_, xd_, xs_, x_, true, decode_fusion(), s))
                 plain(L.wo, shapes.wo, att_, x_, true);
             if (knock & k_knockout_ffn) continue;
-            launch_rms_norm(x_, L.ffn_norm, xn_, int(E), c.norm_eps, q_block(L.gate_up), xq_for(L.gate_up), xd_, xs_,
-                            s);
-            if (fuse_glu && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * F &&
-                matvec_glu_supported(L.gate_up[0].w) && !matvec_uses_int8(L.down.type)) {
-                launch_matvec_glu(L.gate_up[0].w, xn_, gu_, s);  // h [F] into gu_: xn_ is still being read
-                launch_matvec(L.down, gu_, xq_, xd_, xs_, x_, true, s);
-                continue;
+            // The next norm's parts from the down product, where its consumers read them.
+            const bool last = il + 1 == c.n_layer;
+            const bool next_parts = leave_parts && (last ? out_ok : attn_parts_of(layers_[il + 1]));
+            const float* next_g = last ? output_norm_ : layers_[il + 1].attn_norm;
+            if (ffn_parts) {
+                if (!ffn_ready) launch_norm_parts(x_, int(E), parts(L.ffn_norm), s);
+                for (const auto& p : L.gate_up) launch_matvec_scaled(p.w, parts(L.ffn_norm), gu_ + p.offset, false, s);
+            } else {
+                norm(L.ffn_norm, L.gate_up);
+                if (glu_f) {
+                    launch_matvec_glu(L.gate_up[0].w, xn_, gu_, s);  // h [F] into gu_: xn_ is still being read
+                    launch_matvec(L.down, gu_, xq_, xd_, xs_, x_, true, s);
+                    continue;
+                }
+                if (glu_q) {
+                    launch_matvec_glu_q(L.gate_up[0].w, xq_, xd_, xs_, gu_, hq_, hd_, hs_, s);
+                    if (next_parts && launch_matvec_norm(L.down, hq_, hd_, hs_, x_, parts(next_g), s))
+                        parts_ready = true;
+                    else
+                        launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
+                    continue;
+                }
+                for (const auto& p : L.gate_up)
+                    if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, gu_ + p.offset, false, decode_fusion(), s))
+                        launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
             }
-            const dtype gut = L.gate_up[0].w.type;
-            if (((fuse_glu_q4 && gut == dtype::q4_0) || (fuse_glu_q8 && gut == dtype::q8_0)) && L.gate_up.size() == 1 &&
-                L.gate_up[0].w.n_out == 2 * F && matvec_glu_q_supported(L.gate_up[0].w) &&
-                matvec_uses_int8(L.down.type) && q_block({{L.down, 0}}) == 32) {
-                launch_matvec_glu_q(L.gate_up[0].w, xq_, xd_, xs_, gu_, hq_, hd_, hs_, s);
-                launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
-                continue;
-            }
-            for (const auto& p : L.gate_up)
-                if (!launch_matvec_qkm(p.w, xq_, xd_, xs_, gu_ + p.offset, false, decode_fusion(), s))
-                    launch_matvec(p.w, xn_, xq_, xd_, xs_, gu_ + p.offset, false, s);
             launch_swiglu(gu_, F, xn_, q_block({{L.down, 0}}), xq_for({{L.down, 0}}), xd_, xs_, s);
-            if (!launch_matvec_qkm(L.down, xq_, xd_, xs_, x_, true, decode_fusion(), s))
+            if (next_parts && launch_matvec_norm(L.down, xq_, xd_, xs_, x_, parts(next_g), s))
+                parts_ready = true;
+            else if (!launch_matvec_qkm(L.down, xq_, xd_, xs_, x_, true, decode_fusion(), s))
                 launch_matvec(L.down, xn_, xq_, xd_, xs_, x_, true, s);
         }
-        launch_rms_norm(x_, output_norm_, xn_, int(E), c.norm_eps, q_block({{output_, 0}}), xq_for({{output_, 0}}), xd_,
-                        xs_, s);
-        if (!launch_matvec_qkm(output_, xq_, xd_, xs_, logits_, false, decode_fusion(), s))
-            launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
+        if (out_parts) {
+            if (!parts_ready) launch_norm_parts(x_, int(E), parts(output_norm_), s);
+            launch_matvec_scaled(output_, parts(output_norm_), logits_, false, s);
+        } else {
+            norm(output_norm_, {{output_, 0}});
+            if (!launch_matvec_qkm(output_, xq_, xd_, xs_, logits_, false, decode_fusion(), s))
+                launch_matvec(output_, xn_, xq_, xd_, xs_, logits_, false, s);
+        }
         launch_argmax(logits_, int(c.n_vocab), token, pos, argmax_scratch_, s);
     }
 
@@ -613,6 +685,9 @@ private:
     int8_t* xq_ = nullptr;
     int8_t* hq_ = nullptr;  // [n_ff] h quantized by launch_matvec_glu_q (fusion bits 8, 16), hd_, hs_ [n_ff / 32]
     float *hd_ = nullptr, *hs_ = nullptr;
+    // The RMSNorm parts (norm-fused.h; set_norm_fusion): nq_ [n_embd], nd_, nsq_, nss_ [n_embd / 32].
+    int8_t* nq_ = nullptr;
+    float *nd_ = nullptr, *nsq_ = nullptr, *nss_ = nullptr;
     unsigned* merge_counters_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int32_t* io_ = nullptr;       // device: token, position

@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/norm-parts.cuh"
 
 namespace memtile::cuda::detail {
 
@@ -44,11 +45,17 @@ __device__ __forceinline__ void load_q8_0(const uint8_t* const (&q)[R], const ui
         tw.s[r] = __ldg(d[r] + t / 2);
     }
 }
-template <int R>
+// NS (the norm parts of norm-fused.h): xd holds the unscaled group scales, multiplied here by the RMSNorm scale sc
+// (norm-parts.cuh). The plain kernels call the NS = false form (its code as before the parts: measured).
+template <int R, bool NS = false>
 __device__ __forceinline__ void dot_q8_0(const task_weights<R, 1>& tw, const int8_t* xq, const float* xd, int t,
-                                         float (&acc)[R]) {
+                                         float (&acc)[R], float sc = 1.0f) {
     const int4 a = load_act(xq + 16 * t);
-    const float ad = xd[t / 2];
+    float ad;
+    if constexpr (NS)
+        ad = __fmul_rn(xd[t / 2], sc);
+    else
+        ad = xd[t / 2];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int4 w = tw.w[r][0];
@@ -74,20 +81,21 @@ __device__ __forceinline__ float q4_0_row(const int4& w, uint16_t dw, const int4
     const int s = lo + (hi >> 4);
     return h2f(dw) * (ad * float(s) - 8.0f * as);
 }
-template <int R>
+// NS: as dot_q8_0; xs then holds the group's sum of quants, times the scaled group scale here.
+template <int R, bool NS = false>
 __device__ __forceinline__ void task_q4_0(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, const float* xs, int b, float (&acc)[R]) {
+                                          const float* xd, const float* xs, int b, float (&acc)[R], float sc = 1.0f) {
     const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
-    const float ad = xd[b], as = xs[b];
+    const float ad = NS ? __fmul_rn(xd[b], sc) : xd[b], as = NS ? __fmul_rn(ad, xs[b]) : xs[b];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] += q4_0_row(load_stream(q[r] + 16 * b), __ldg(d[r] + b), a0, a1, ad, as);
 }
 // Q4_0 task b from a task_weights (a staged task, matvec_prefetch): task_q4_0's arithmetic.
-template <int R>
+template <int R, bool NS = false>
 __device__ __forceinline__ void dot_q4_0(const task_weights<R, 1>& tw, const int8_t* xq, const float* xd,
-                                         const float* xs, int b, float (&acc)[R]) {
+                                         const float* xs, int b, float (&acc)[R], float sc = 1.0f) {
     const int4 a0 = load_act(xq + 32 * b), a1 = load_act(xq + 32 * b + 16);
-    const float ad = xd[b], as = xs[b];
+    const float ad = NS ? __fmul_rn(xd[b], sc) : xd[b], as = NS ? __fmul_rn(ad, xs[b]) : xs[b];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] += q4_0_row(tw.w[r][0], uint16_t(tw.s[r]), a0, a1, ad, as);
 }
@@ -274,16 +282,22 @@ constexpr int k_block_warps = 4;
 template <dtype T>
 constexpr bool k_has_early = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16;
 
+// Nothing (the default `after` of run_tasks).
+struct no_op {
+    __device__ void operator()() const {}
+};
+
 // A thread's tasks tid, tid + S, ... < n: the first E loaded (load(t, tw)) before griddep_wait and applied (dot(tw, t))
-// after it, the rest loaded and applied in a loop unrolled by U.
-template <int E, int S, int U, typename TW, typename Load, typename Dot>
-__device__ __forceinline__ void run_tasks(int tid, int n, Load load, Dot dot) {
+// after it, the rest loaded and applied in a loop unrolled by U. after(): right after the wait, before any dot.
+template <int E, int S, int U, typename TW, typename Load, typename Dot, typename After = no_op>
+__device__ __forceinline__ void run_tasks(int tid, int n, Load load, Dot dot, After after = {}) {
     TW early[E > 0 ? E : 1];
 #pragma unroll
     for (int k = 0; k < E; k++)
         if (tid + k * S < n) load(tid + k * S, early[k]);
     griddep_wait();
     griddep_launch();
+    after();
 #pragma unroll
     for (int k = 0; k < E; k++)
         if (tid + k * S < n) dot(early[k], tid + k * S);
@@ -342,9 +356,9 @@ struct stage_slots {
 // run_tasks with the thread's tasks E .. E + TS - 1 staged (stage(t, k): slot k) before griddep_wait and applied
 // after it (unstage(t, k, tw), dot(tw, t)), in the same order: the same sums as run_tasks. task(t): one later task.
 template <int E, int TS, int S, int U, typename TW, typename Load, typename Stage, typename Unstage, typename Dot,
-          typename Task>
+          typename Task, typename After = no_op>
 __device__ __forceinline__ void run_tasks_staged(int tid, int n, Load load, Stage stage, Unstage unstage, Dot dot,
-                                                 Task task) {
+                                                 Task task, After after = {}) {
     TW early[E > 0 ? E : 1];
 #pragma unroll
     for (int k = 0; k < E; k++)
@@ -355,6 +369,7 @@ __device__ __forceinline__ void run_tasks_staged(int tid, int n, Load load, Stag
     cp_async_commit();
     griddep_wait();
     griddep_launch();
+    after();
 #pragma unroll
     for (int k = 0; k < E; k++)
         if (tid + k * S < n) dot(early[k], tid + k * S);
@@ -566,6 +581,77 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         }
     }
     store_row_sums<R, W>(acc, warp, lane, group, tid, row0, w.n_out, y, accumulate);
+}
+
+// matvec_kernel's Q8_0 / Q4_0 task loop as a function (its tasks, order and sums), for the kernels of norm-fused.cu:
+// the sums acc of rows row0 .. row0 + R - 1 (tid: the thread's index within its group of W warps), griddep_wait
+// included. A copy: matvec_kernel calling it changed the plain Q4_0 kernels' code (Q4_0 tg128 -2 %,
+// docs/cuda-decode-log.md "Session 9 (branch gnf9)"). NS: xq, xd, xs are the norm parts of norm-fused.h and nss / neps
+// their group sums of squares and epsilon: the RMSNorm scale is formed right after the wait (norm_scale) and applied to
+// each group scale (norm-parts.cuh).
+template <dtype T, int R, int W, int EL, int TS, bool NS = false>
+__device__ __forceinline__ void matvec_accumulate(const gpu_weight& w, const int8_t* xq, const float* xd,
+                                                  const float* xs, int tid, int64_t row0, float (&acc)[R],
+                                                  const float* nss = nullptr, float neps = 0) {
+    static_assert(T == dtype::q8_0 || T == dtype::q4_0, "Q8_0 / Q4_0 only");
+    constexpr int S = 32 * W;  // task stride
+    constexpr int E = k_has_early<T> ? EL : 0;
+    [[maybe_unused]] float sc = 1.0f;
+    [[maybe_unused]] auto after = [&] {
+        if constexpr (NS) sc = norm_scale(nss, int(w.n_in), neps, int(threadIdx.x & 31));
+    };
+    const int n_in = int(w.n_in);
+    const int64_t d_row = n_in / 32;
+    const uint8_t* q[R];
+    const uint16_t* d[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = min(row0 + r, w.n_out - 1);
+        q[r] = w.q + row * w.q_row_bytes;
+        d[r] = w.d + row * d_row;
+        acc[r] = 0;
+    }
+    [[maybe_unused]] extern __shared__ int4 staged_smem[];
+    if constexpr (TS > 0) {
+        // Staged tasks (matvec_prefetch): Q8_0 task t's scale is d[t / 2], Q4_0 block b's d[b].
+        constexpr int SH = T == dtype::q8_0 ? 1 : 0;
+        const stage_slots<R, TS, 32 * k_block_warps> slots(staged_smem);
+        auto load = [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); };
+        auto stage = [&](int t, int k) {
+#pragma unroll
+            for (int r = 0; r < R; r++) slots.put(k, r, q[r] + 16 * t, d[r] + (t >> SH));
+        };
+        auto unstage = [&](int t, int k, task_weights<R, 1>& tw) {
+#pragma unroll
+            for (int r = 0; r < R; r++) slots.get(k, r, d[r] + (t >> SH), tw.w[r][0], tw.s[r]);
+        };
+        if constexpr (T == dtype::q8_0) {
+            auto dot = [&](const task_weights<R, 1>& tw, int t) { dot_q8_0<R, NS>(tw, xq, xd, t, acc, sc); };
+            run_tasks_staged<E, TS, S, 2, task_weights<R, 1>>(
+                tid, n_in / 16, load, stage, unstage, dot,
+                [&](int t) {
+                    task_weights<R, 1> tw;
+                    load(t, tw);
+                    dot(tw, t);
+                },
+                after);
+        } else {
+            run_tasks_staged<0, TS, S, 2, task_weights<R, 1>>(
+                tid, n_in / 32, load, stage, unstage,
+                [&](const task_weights<R, 1>& tw, int t) { dot_q4_0<R, NS>(tw, xq, xd, xs, t, acc, sc); },
+                [&](int t) { task_q4_0<R, NS>(q, d, xq, xd, xs, t, acc, sc); }, after);
+        }
+    } else if constexpr (T == dtype::q8_0) {
+        run_tasks<E, S, 2, task_weights<R, 1>>(
+            tid, n_in / 16, [&](int t, task_weights<R, 1>& tw) { load_q8_0<R>(q, d, t, tw); },
+            [&](const task_weights<R, 1>& tw, int t) { dot_q8_0<R, NS>(tw, xq, xd, t, acc, sc); }, after);
+    } else {
+        griddep_wait();
+        griddep_launch();
+        after();
+#pragma unroll 2
+        for (int t = tid; t < n_in / 32; t += S) task_q4_0<R, NS>(q, d, xq, xd, xs, t, acc, sc);
+    }
 }
 
 // The block shapes benchmarked and selectable (matvec_shape): rows per block x warps per block. TS > 0 (Q8_0, Q4_0):

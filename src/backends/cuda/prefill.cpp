@@ -14,6 +14,7 @@
 #include "backends/cuda/gpu-sampler.h"
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/mma-pair.h"
+#include "backends/cuda/norm-fused.h"
 #include "backends/cuda/prefill-kernels.h"
 #include "backends/cuda/prefill-pass.h"
 #include "core/error.h"
@@ -442,14 +443,21 @@ private:
         const bool tc = !g_options.reference_batch_products;
         const unsigned mask = batch_step();
         auto on = [&](unsigned ko) { return (mask & ko) == 0; };
+        // The norms the single-sequence step forms from parts (set_norm_fusion): the same values here.
+        const bool parts = norm_parts_read();
+        auto norm = [&](const float* g, const std::vector<view_part>& consumers) {
+            if (parts && norm_parts_consumers(consumers, E))
+                launch_rms_norm_parts_rows(x_, g, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else
+                launch_rms_norm_batch(x_, g, xn_, b, int(E), c.norm_eps, consumers_q_block(consumers), xq_, xd_, xs_,
+                                      s);
+        };
         launch_embed_rows(m_.tok_embd, tokens, b, x_, s);
         for (uint32_t il = 0; il < c.n_layer; il++) {
             const auto& L = m_.layers[il];
             uint16_t* kc = k_cache_ + il * layer_kv_;
             uint16_t* vc = v_cache_ + il * layer_kv_;
-            if (on(k_batch_ko_attn_norm))
-                launch_rms_norm_batch(x_, L.attn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.qkv), xq_, xd_,
-                                      xs_, s);
+            if (on(k_batch_ko_attn_norm)) norm(L.attn_norm, L.qkv);
             if (on(k_batch_ko_qkv)) {
                 const bool pair = tc && L.qkv.size() == 2 &&
                                   launch_matvec_mma_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w,
@@ -463,9 +471,7 @@ private:
                                        matvec_uses_int8(L.wo.type) ? consumers_q_block({{L.wo, 0}}) : 0, xq_, xd_, xs_,
                                        s);
             if (on(k_batch_ko_wo)) launch_matvec_batch(L.wo, b, att_, xq_, xd_, xs_, x_, E, true, tc, s);
-            if (on(k_batch_ko_ffn_norm))
-                launch_rms_norm_batch(x_, L.ffn_norm, xn_, b, int(E), c.norm_eps, consumers_q_block(L.gate_up), xq_,
-                                      xd_, xs_, s);
+            if (on(k_batch_ko_ffn_norm)) norm(L.ffn_norm, L.gate_up);
             if (on(k_batch_ko_gate_up))
                 for (const auto& p : L.gate_up)
                     launch_matvec_batch(p.w, b, xn_, xq_, xd_, xs_, gu_ + p.offset, 2 * F, false, tc, s);
@@ -475,8 +481,7 @@ private:
             if (on(k_batch_ko_down)) launch_matvec_batch(L.down, b, xn_, xq_, xd_, xs_, x_, E, true, tc, s);
         }
         if (on(k_batch_ko_output)) {
-            launch_rms_norm_batch(x_, m_.output_norm, xn_, b, int(E), c.norm_eps, consumers_q_block({{m_.output, 0}}),
-                                  xq_, xd_, xs_, s);
+            norm(m_.output_norm, {{m_.output, 0}});
             launch_matvec_batch(m_.output, b, xn_, xq_, xd_, xs_, logits_, V, false, tc, s);
             launch_argmax_rows(logits_, b, int(V), tokens, pos, slots, argmax_scratch_, s);
         }
