@@ -24,8 +24,11 @@
 // turn; a slot reads the same probe buffers with the three best variants of the run so far plus the plain read,
 // one pass of --read-mib each, and counts the best of them; a burst is --phase-tg greedy tokens (every token
 // timed, at positions 8.. after a truncate). Per burst: ratio = streamed bytes per token x burst tok/s ÷ the
-// mean of the two adjacent slots (also ÷ their max, and ÷ the mean of their plain reads); the table gives median
-// and [min-max] over the N bursts and every ratio in order, next to the first table's whole-run ratios.
+// mean of the two adjacent slots (also ÷ their max, ÷ the mean of their plain reads, and per CPU-second: the
+// burst's tokens per CPU-second of the process ÷ threads against the slots' reads per CPU-second of the reading
+// threads, observe/read-variants.h, so that a core taken by another job counts less; the pool's spinning
+// counts as decode time); the table gives median and [min-max] over the N bursts and every ratio in order, next
+// to the first table's whole-run ratios.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 #include <fmt/core.h>
 
@@ -35,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -97,6 +101,12 @@ double plain_read_gbps(int threads, size_t bytes) {
     return r[1];
 }
 
+double process_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 double load_average_1min() {
     double l = -1;
     if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -144,13 +154,17 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
         names += (names.empty() ? "" : ", ") + read_variant_name(variants[i]);
     }
     const size_t plain_at = size_t(std::find(order.begin(), order.end(), size_t(0)) - order.begin());
-    std::vector<double> slot_best, slot_plain;
+    std::vector<double> slot_best, slot_plain, slot_cpu;
     const auto slot = [&] {
         const auto f = probe.measure(pool, chosen, 1);
-        double b = 0;
-        for (const auto& x : f) b = std::max(b, x.gbps);
+        double b = 0, c = 0;
+        for (const auto& x : f) {
+            b = std::max(b, x.gbps);
+            c = std::max(c, x.gbps_cpu);
+        }
         slot_best.push_back(b);
         slot_plain.push_back(f[plain_at].gbps);
+        slot_cpu.push_back(c);
     };
     std::vector<std::unique_ptr<forward_context>> ctxs;
     for (const auto& m : ms) {
@@ -159,7 +173,7 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
     }
     const double load0 = load_average_1min();
     // before[k][r]: the slot before model k's burst of round r (the slot after it is the next one).
-    std::vector<std::vector<double>> tps(ms.size());
+    std::vector<std::vector<double>> tps(ms.size()), cpu_tps(ms.size());
     std::vector<std::vector<size_t>> before(ms.size());
     slot();
     for (int r = 0; r < rounds; r++)
@@ -167,19 +181,22 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             forward_context& ctx = *ctxs[k];
             ctx.truncate(8);
             int32_t t = 1;
+            const double c0 = process_cpu_seconds();
             const auto t0 = std::chrono::steady_clock::now();
             for (int i = 0; i < tg; i++) {
                 auto l = ctx.forward(std::span<const int32_t>(&t, 1));
                 t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
             }
             tps[k].push_back(tg / seconds_since(t0));
+            // Tokens per CPU-second of one thread: the pool's CPU time (spinning workers included) ÷ threads.
+            cpu_tps[k].push_back(tg * pool.size() / (process_cpu_seconds() - c0));
             before[k].push_back(slot_best.size() - 1);
             slot();
         }
     const double load1 = load_average_1min();
     std::vector<std::string> rows;
     for (size_t k = 0; k < ms.size(); k++) {
-        std::vector<double> mean_r, max_r, plain_r, reads;
+        std::vector<double> mean_r, max_r, plain_r, cpu_r, reads;
         std::string each;
         for (size_t r = 0; r < tps[k].size(); r++) {
             const size_t s = before[k][r];
@@ -188,15 +205,16 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             mean_r.push_back(gbps / mean_read);
             max_r.push_back(gbps / std::max(slot_best[s], slot_best[s + 1]));
             plain_r.push_back(gbps / (0.5 * (slot_plain[s] + slot_plain[s + 1])));
+            cpu_r.push_back(cpu_tps[k][r] * bytes_per_token / 1e9 / (0.5 * (slot_cpu[s] + slot_cpu[s + 1])));
             reads.push_back(mean_read);
             each += fmt::format("{}{:.2f}", each.empty() ? "" : " ", mean_r.back());
         }
         rows.push_back(
-            fmt::format("| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | **{}** | {} | {} | {} | {:.2f} "
-                        "| {:.2f} |\n",
+            fmt::format("| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | **{}** | {} | {} | {} | {} | "
+                        "{:.2f} | {:.2f} |\n",
                         in[k].model, in[k].type, in[k].repack ? "on" : "off", pool.size(), names, rounds, tg, load0,
                         load1, spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3), spread(max_r, 3),
-                        spread(plain_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
+                        spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
     }
     return rows;
 }
@@ -332,8 +350,9 @@ static int bench_main(int argc, char** argv) {
             "MiB each, same threads as the decode); median [min-max] over the bursts.\n\n"
             "| model | type | repack | threads | slot read variants | rounds x tokens | load avg start-end | slot "
             "read GB/s | burst tok/s | ratio ÷ mean adjacent read | ÷ max adjacent read | ÷ mean adjacent plain "
-            "read | ratio per burst | whole-run tg ÷ best read | whole-run tg ÷ plain read |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            "read | ÷ mean adjacent read, per CPU-second | ratio per burst | whole-run tg ÷ best read | whole-run tg ÷ "
+            "plain read |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             read_bytes >> 20);
         for (const auto& r : phase_rows) fmt::print("{}", r);
     }
