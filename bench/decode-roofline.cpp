@@ -28,7 +28,7 @@
 // burst's tokens per CPU-second of the process ÷ threads against the slots' reads per CPU-second of the reading
 // threads, observe/read-variants.h, so that a core taken by another job counts less; the pool's spinning
 // counts as decode time); the table gives median and [min-max] over the N bursts and every ratio in order, next
-// to the first table's whole-run ratios.
+// to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 #include <fmt/core.h>
 
@@ -107,6 +107,26 @@ double process_cpu_seconds() {
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// Clock of the calling thread, GHz: 2^25 dependent integer adds (one per cycle) over its CPU time; 0 off x86-64.
+// Why: on a shared VM the core's clock moves with the host's load, and the decode loops are more compute-bound than
+// a read, so a ratio that falls with the clock points at the clock, not at memory.
+double clock_ghz() {
+#if defined(__x86_64__)
+    timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    uint64_t x = 0;
+    for (int i = 0; i < (1 << 22); i++)
+        asm volatile(
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, "
+            "%0\n\tadd $1, %0"
+            : "+r"(x));
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    return double(x) / (double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec)) / 1e9;
+#else
+    return 0;
+#endif
+}
+
 double load_average_1min() {
     double l = -1;
     if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -154,7 +174,7 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
         names += (names.empty() ? "" : ", ") + read_variant_name(variants[i]);
     }
     const size_t plain_at = size_t(std::find(order.begin(), order.end(), size_t(0)) - order.begin());
-    std::vector<double> slot_best, slot_plain, slot_cpu;
+    std::vector<double> slot_best, slot_plain, slot_cpu, ghz;
     const auto slot = [&] {
         const auto f = probe.measure(pool, chosen, 1);
         double b = 0, c = 0;
@@ -165,6 +185,7 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
         slot_best.push_back(b);
         slot_plain.push_back(f[plain_at].gbps);
         slot_cpu.push_back(c);
+        ghz.push_back(clock_ghz());
     };
     std::vector<std::unique_ptr<forward_context>> ctxs;
     for (const auto& m : ms) {
@@ -209,12 +230,12 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             reads.push_back(mean_read);
             each += fmt::format("{}{:.2f}", each.empty() ? "" : " ", mean_r.back());
         }
-        rows.push_back(
-            fmt::format("| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | **{}** | {} | {} | {} | {} | "
-                        "{:.2f} | {:.2f} |\n",
-                        in[k].model, in[k].type, in[k].repack ? "on" : "off", pool.size(), names, rounds, tg, load0,
-                        load1, spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3), spread(max_r, 3),
-                        spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
+        rows.push_back(fmt::format(
+            "| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | {} | **{}** | {} | {} | {} | {} | "
+            "{:.2f} | {:.2f} |\n",
+            in[k].model, in[k].type, in[k].repack ? "on" : "off", pool.size(), names, rounds, tg, load0, load1,
+            spread(ghz, 2), spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3), spread(max_r, 3),
+            spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
     }
     return rows;
 }
@@ -348,11 +369,12 @@ static int bench_main(int argc, char** argv) {
             "\nPhase-matched roofline: read slots and decode bursts alternated in one pool; per burst, streamed bytes "
             "x tok/s ÷ the mean of the adjacent slots' reads (each slot: best of the variants named, one pass of {} "
             "MiB each, same threads as the decode); median [min-max] over the bursts.\n\n"
-            "| model | type | repack | threads | slot read variants | rounds x tokens | load avg start-end | slot "
-            "read GB/s | burst tok/s | ratio ÷ mean adjacent read | ÷ max adjacent read | ÷ mean adjacent plain "
+            "| model | type | repack | threads | slot read variants | rounds x tokens | load avg start-end | clock "
+            "GHz (slots) | slot read GB/s | burst tok/s | ratio ÷ mean adjacent read | ÷ max adjacent read | ÷ mean "
+            "adjacent plain "
             "read | ÷ mean adjacent read, per CPU-second | ratio per burst | whole-run tg ÷ best read | whole-run tg ÷ "
             "plain read |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             read_bytes >> 20);
         for (const auto& r : phase_rows) fmt::print("{}", r);
     }

@@ -57,7 +57,7 @@ for r in new:
     seen.add(key)
     assert r["rounds x tokens"] == "3 x 4", r
     assert "plain" in [v.strip() for v in r["slot read variants"].split(",")], r
-    for k in ["slot read GB/s", "burst tok/s", "ratio ÷ mean adjacent read", "÷ max adjacent read", "÷ mean adjacent plain read",
+    for k in ["clock GHz (slots)", "slot read GB/s", "burst tok/s", "ratio ÷ mean adjacent read", "÷ max adjacent read", "÷ mean adjacent plain read",
               "÷ mean adjacent read, per CPU-second"]:
         med_range(r[k])
     each = [num(v) for v in r["ratio per burst"].split()]
