@@ -3,7 +3,10 @@
 # F16 (generated once into MODELS_DIR), each benchmarked by bench-decode-roofline at 1 and 2 threads:
 # pp64, pp512, decode tok/s and the roofline ratio against the best read variant (observe/read-variants.h) measured
 # in the same run, interleaved with the decode repetitions (the plain read of earlier tables is its own column).
-# usage: bench/cpu-workload.sh BUILD_DIR MODELS_DIR [extra bench-decode-roofline flags, e.g. --repack]
+# usage: bench/cpu-workload.sh BUILD_DIR MODELS_DIR [extra bench-decode-roofline flags, e.g. --repack on]
+# Option --phase-rounds N (e.g. 12; with --phase-tg T, default 16): after the table, bench-decode-roofline's
+# phase-matched table, each decode burst divided by the reads measured right before and after it with the same
+# threads (the ratio the VM's two read phases do not distort; adds about 10-30 s per row).
 # Then bench/peak-memory.sh: whole-process peak RSS / (file + KV) per model (issue 4's memory target).
 # Run it on an otherwise idle machine; it takes about 15-25 minutes on 2 cores once the models exist.
 set -euo pipefail

@@ -4,6 +4,8 @@
 //   bench-decode-prefetch [options] layers N_LAYERS            N_LAYERS copies of TinyLlama's decode matrices
 //   bench-decode-prefetch [options] model MODEL.gguf...        decode tok/s of model files
 // options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
+//          --pairs 0,1048576 (cpu::set_decode_group_pairs: Q8_0 x8 decode over two group streams at least
+//          that many bytes apart, 0 = off; the variants are every prefetch x pairs combination)
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
 // and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
@@ -56,6 +58,9 @@ dtype parse_type(const std::string& s) {
 
 struct options {
     std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
+    std::vector<int64_t> pairs = {0};
+    // Every (prefetch, pairs) combination, prefetch-major (filled by bench_main).
+    std::vector<std::pair<int64_t, int64_t>> variants;
     std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
     bool repack = false;
     int threads = 1, rounds = 5, tg = 32;
@@ -70,11 +75,22 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+void set_variant(const options& o, size_t c) {
+    cpu::set_decode_prefetch(o.variants[c].first);
+    cpu::set_decode_group_pairs(o.variants[c].second);
+}
+
+std::string variant_name(const options& o, size_t c) {
+    std::string s = "prefetch " + std::to_string(o.variants[c].first);
+    if (o.pairs.size() > 1 || o.pairs[0] != 0) s += " pairs " + std::to_string(o.variants[c].second);
+    return s;
+}
+
 void print_header(const options& o, const char* what) {
     std::printf("| %s |", what);
-    for (int64_t d : o.prefetch) std::printf(" prefetch %lld best / median |", static_cast<long long>(d));
+    for (size_t c = 0; c < o.variants.size(); c++) std::printf(" %s best / median |", variant_name(o, c).c_str());
     std::printf("\n|---|");
-    for (size_t i = 0; i < o.prefetch.size(); i++) std::printf("---|");
+    for (size_t i = 0; i < o.variants.size(); i++) std::printf("---|");
     std::printf("\n");
 }
 
@@ -108,13 +124,13 @@ int matrix_mode(const options& o, int64_t n_in, int64_t n_out) {
         const uint64_t bytes = uint64_t(v.row_bytes) * uint64_t(n_out);
         const auto w = cpu::prepare_weight(v, {.repack = o.repack});
         const int reps = int(std::max<uint64_t>(4, (uint64_t(1) << 30) / bytes));
-        std::vector<std::vector<double>> cpu_g(o.prefetch.size()), wall_g(o.prefetch.size());
-        cpu::set_decode_prefetch(o.prefetch[0]);
+        std::vector<std::vector<double>> cpu_g(o.variants.size()), wall_g(o.variants.size());
+        set_variant(o, 0);
         cpu::matmul(*w, x.data(), 1, y0.data(), pool);
         bool same = true;
         for (int r = 0; r < o.rounds; r++) {
-            for (size_t c = 0; c < o.prefetch.size(); c++) {
-                cpu::set_decode_prefetch(o.prefetch[c]);
+            for (size_t c = 0; c < o.variants.size(); c++) {
+                set_variant(o, c);
                 const double c0 = thread_seconds();
                 const auto t0 = std::chrono::steady_clock::now();
                 for (int i = 0; i < reps; i++) cpu::matmul(*w, x.data(), 1, y.data(), pool);
@@ -126,7 +142,7 @@ int matrix_mode(const options& o, int64_t n_in, int64_t n_out) {
             }
         }
         std::printf("| %s %.0f MB%s |", fs.c_str(), double(bytes) / 1e6, same ? "" : " RESULTS DIFFER");
-        for (size_t c = 0; c < o.prefetch.size(); c++)
+        for (size_t c = 0; c < o.variants.size(); c++)
             std::printf(" %.1f / %.1f (%.1f) |", best(cpu_g[c]), median(cpu_g[c]), median(wall_g[c]));
         std::printf("\n");
         std::fflush(stdout);
@@ -150,7 +166,7 @@ int layers_mode(const options& o, int n_layers) {
         "%d layers of TinyLlama's decode matrices, %d thread(s), repack %s; GB/s per CPU-second, best pass "
         "of 3 per round, median over %d rounds\n\n",
         n_layers, o.threads, o.repack ? "on" : "off", o.rounds);
-    std::printf("| type | MB | read GB/s | prefetch |");
+    std::printf("| type | MB | read GB/s | variant |");
     for (const auto& s : shapes) std::printf(" %s |", s.name);
     std::printf(" all |\n|---|---|---|---|");
     for (int k = 0; k <= n_shapes; k++) std::printf("---|");
@@ -175,7 +191,7 @@ int layers_mode(const options& o, int n_layers) {
                 kind_bytes[k] += ws.back()->streamed().size();
                 total += ws.back()->streamed().size();
             }
-        const size_t nc = o.prefetch.size();
+        const size_t nc = o.variants.size();
         std::vector<std::vector<std::vector<double>>> gb(nc, std::vector<std::vector<double>>(n_shapes + 1));
         std::vector<double> rd;
         std::vector<std::vector<float>> y0(ws.size());
@@ -183,7 +199,7 @@ int layers_mode(const options& o, int n_layers) {
         for (int r = 0; r < o.rounds; r++) {
             rd.push_back(measure_read_gbps(pool, ranges, 1));
             for (size_t c = 0; c < nc; c++) {
-                cpu::set_decode_prefetch(o.prefetch[c]);
+                set_variant(o, c);
                 std::vector<double> bt(n_shapes + 1, 1e30);
                 for (int rep = 0; rep < 3; rep++) {
                     std::vector<double> tt(n_shapes + 1, 0.0);
@@ -206,8 +222,8 @@ int layers_mode(const options& o, int n_layers) {
             }
         }
         for (size_t c = 0; c < nc; c++) {
-            std::printf("| %s%s | %.0f | %.1f | %lld |", fs.c_str(), same ? "" : " RESULTS DIFFER", double(total) / 1e6,
-                        median(rd), static_cast<long long>(o.prefetch[c]));
+            std::printf("| %s%s | %.0f | %.1f | %s |", fs.c_str(), same ? "" : " RESULTS DIFFER", double(total) / 1e6,
+                        median(rd), variant_name(o, c).c_str());
             for (int k = 0; k <= n_shapes; k++) std::printf(" %.1f |", median(gb[c][size_t(k)]));
             std::printf("\n");
         }
@@ -217,8 +233,10 @@ int layers_mode(const options& o, int n_layers) {
 }
 
 int model_mode(const options& o, const std::vector<std::string>& paths) {
-    std::printf("decode tok/s (tg %d after an 8-token prompt), %d thread(s), repack %s; best / median of %d rounds\n\n",
-                o.tg, o.threads, o.repack ? "on" : "off", o.rounds);
+    std::printf(
+        "decode tok/s (tg %d after an 8-token prompt), %d thread(s), repack %s; best / median of %d rounds "
+        "(1 thread: also per CPU-second of the calling thread)\n\n",
+        o.tg, o.threads, o.repack ? "on" : "off", o.rounds);
     print_header(o, "model");
     thread_pool pool(o.threads);
     for (const auto& path : paths) {
@@ -226,22 +244,29 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
         mo.repack = o.repack ? repack_mode::on : repack_mode::off;
         const auto m = transformer::load(path, mo);
         std::vector<int32_t> first, toks;
-        cpu::set_decode_prefetch(o.prefetch[0]);
+        set_variant(o, 0);
         bench::greedy_decode(*m, pool, 4, first);
-        std::vector<std::vector<double>> tps(o.prefetch.size());
+        std::vector<std::vector<double>> tps(o.variants.size()), cps(o.variants.size());
         bool same = true;
         std::vector<int32_t> ref;
         for (int r = 0; r < o.rounds; r++)
-            for (size_t c = 0; c < o.prefetch.size(); c++) {
-                cpu::set_decode_prefetch(o.prefetch[c]);
-                tps[c].push_back(bench::greedy_decode(*m, pool, o.tg, toks).wall);
+            for (size_t c = 0; c < o.variants.size(); c++) {
+                set_variant(o, c);
+                const bench::decode_rate dr = bench::greedy_decode(*m, pool, o.tg, toks);
+                tps[c].push_back(dr.wall);
+                cps[c].push_back(dr.cpu);
                 if (ref.empty()) ref = toks;
                 same = same && toks == ref;
             }
         const auto slash = path.find_last_of('/');
         std::printf("| %s%s |", path.substr(slash == std::string::npos ? 0 : slash + 1).c_str(),
                     same ? "" : " TOKENS DIFFER");
-        for (const auto& v : tps) std::printf(" %.2f / %.2f |", best(v), median(v));
+        for (size_t c = 0; c < tps.size(); c++)
+            if (o.threads == 1)
+                std::printf(" %.2f / %.2f (CPU-s %.2f / %.2f) |", best(tps[c]), median(tps[c]), best(cps[c]),
+                            median(cps[c]));
+            else
+                std::printf(" %.2f / %.2f |", best(tps[c]), median(tps[c]));
         std::printf("\n");
         std::fflush(stdout);
     }
@@ -259,6 +284,9 @@ static int bench_main(int argc, char** argv) {
         if (a == "--prefetch" && has) {
             o.prefetch.clear();
             for (const auto& s : split(argv[++i])) o.prefetch.push_back(std::atoll(s.c_str()));
+        } else if (a == "--pairs" && has) {
+            o.pairs.clear();
+            for (const auto& s : split(argv[++i])) o.pairs.push_back(std::atoll(s.c_str()));
         } else if (a == "--formats" && has) {
             o.formats = split(argv[++i]);
         } else if (a == "--repack" && has) {
@@ -274,16 +302,20 @@ static int bench_main(int argc, char** argv) {
         }
     }
     if (o.prefetch.empty()) o.prefetch = {0};
+    if (o.pairs.empty()) o.pairs = {0};
+    for (int64_t pf : o.prefetch)
+        for (int64_t pr : o.pairs) o.variants.push_back({pf, pr});
     if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&
         std::atoll(rest[1].c_str()) % 256 == 0)
         return matrix_mode(o, std::atoll(rest[1].c_str()), std::atoll(rest[2].c_str()));
     if (rest.size() == 2 && rest[0] == "layers" && std::atoi(rest[1].c_str()) > 0)
         return layers_mode(o, std::atoi(rest[1].c_str()));
     if (rest.size() >= 2 && rest[0] == "model") return model_mode(o, {rest.begin() + 1, rest.end()});
-    std::fprintf(stderr,
-                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--formats f16,q8_0,...] [--repack 0|1] "
-                 "[--threads N] [--rounds R] [--tg N]\n"
-                 "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
+    std::fprintf(
+        stderr,
+        "usage: bench-decode-prefetch [--prefetch 0,32768] [--pairs 0,1048576] [--formats f16,q8_0,...] [--repack 0|1] "
+        "[--threads N] [--rounds R] [--tg N]\n"
+        "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
     return 2;
 }
 

@@ -1,6 +1,6 @@
 // Decode and prefill speed of real model files against the memory-bandwidth limit, measured side by side:
 //   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--no-pp] [--repack off|on|off,on]
-//                         [--hugepages] MODEL.gguf...
+//                         [--hugepages] [--phase-rounds N] [--phase-tg 16] [--read-mib 1024] MODEL.gguf...
 // For each model and thread count: the plain STREAM-style read over fresh 1 GiB buffers with the same threads
 // (median of three best-of-3; the column earlier tables called "read"), then tg (decode tok/s, best of reps),
 // then pp64 and pp512 (prefill tok/s, best of reps after one untimed pass that faults the weights in). Roofline
@@ -17,13 +17,30 @@
 // A third denominator, "weights read", is the same threads reading the model's own streamed weight bytes (the
 // pages decode reads, plain loop), best of 3 right before the decode runs: on VMs whose fresh buffers read at
 // one of two rates it says what those pages allow.
+// Phase-matched ratio (--phase-rounds N, a second table after the first): the best-of-run ratio above divides a
+// decode that may have run in a slow phase of the VM's memory by a read from a fast one (2-thread rows 0.58-0.70
+// of the best read but 0.91-1.32 of the plain read of the same run, session 8), so it says little. Here, after the
+// rows above, the same pool alternates read slots and decode bursts: S D S D ... D S, each repack mode's burst in
+// turn; a slot reads the same probe buffers with the three best variants of the run so far plus the plain read,
+// one pass of --read-mib each, and counts the best of them; a burst is --phase-tg greedy tokens (every token
+// timed, at positions 8.. after a truncate). Per burst: ratio = streamed bytes per token x burst tok/s ÷ the
+// mean of the two adjacent slots (also ÷ their max, ÷ the mean of their plain reads, and per CPU-second: the
+// burst's tokens per CPU-second of the process ÷ threads against the slots' reads per CPU-second of the reading
+// threads, observe/read-variants.h, so that a core taken by another job counts less; the pool's spinning
+// counts as decode time); the table gives median and [min-max] over the N bursts and every ratio in order, next
+// to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
+// --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,18 +94,158 @@ double decode_tps(const transformer& m, thread_pool& pool, int tg) {
 }
 
 // The plain read (the earlier tables' "read"): median of three best-of-3 reads of fresh buffers.
-double plain_read_gbps(int threads) {
+double plain_read_gbps(int threads, size_t bytes) {
     double r[3];
-    for (double& x : r) x = measure_read_gbps(threads, size_t(1) << 30, 3);
+    for (double& x : r) x = measure_read_gbps(threads, bytes, 3);
     std::sort(r, r + 3);
     return r[1];
+}
+
+double process_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Clock of the calling thread, GHz: 2^25 dependent integer adds (one per cycle) over its CPU time; 0 off x86-64.
+// Why: on a shared VM the core's clock moves with the host's load, and the decode loops are more compute-bound than
+// a read, so a ratio that falls with the clock points at the clock, not at memory.
+double clock_ghz() {
+#if defined(__x86_64__)
+    timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    uint64_t x = 0;
+    for (int i = 0; i < (1 << 22); i++)
+        asm volatile(
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, "
+            "%0\n\tadd $1, %0"
+            : "+r"(x));
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    return double(x) / (double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec)) / 1e9;
+#else
+    return 0;
+#endif
+}
+
+double load_average_1min() {
+    double l = -1;
+    if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+        std::fclose(f);
+    }
+    return l;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "0.912 [0.871-0.944]": median and range.
+std::string spread(const std::vector<double>& v, int digits) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return fmt::format("{:.{}f} [{:.{}f}-{:.{}f}]", median(v), digits, *lo, digits, *hi, digits);
+}
+
+struct phase_row_input {
+    std::string model, type;
+    bool repack = false;
+    double old_best_ratio = 0, old_plain_ratio = 0;  // the first table's whole-run ratios of this row
+};
+
+// The phase-matched rounds of one thread count (see the file comment): slots and bursts alternate on `pool`;
+// returns one Markdown row per model of `ms`. `vbest`: each variant's best figure of the run so far.
+std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<transformer>>& ms,
+                                            const std::vector<phase_row_input>& in, double bytes_per_token,
+                                            thread_pool& pool, read_probe& probe,
+                                            const std::vector<read_variant>& variants, const std::vector<double>& vbest,
+                                            int rounds, int tg) {
+    // The three best variants so far, plus the plain read (index 0) when it is not among them.
+    std::vector<size_t> order(variants.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return vbest[a] > vbest[b]; });
+    order.resize(std::min<size_t>(3, order.size()));
+    if (std::find(order.begin(), order.end(), size_t(0)) == order.end()) order.push_back(0);
+    std::vector<read_variant> chosen;
+    std::string names;
+    for (size_t i : order) {
+        chosen.push_back(variants[i]);
+        names += (names.empty() ? "" : ", ") + read_variant_name(variants[i]);
+    }
+    const size_t plain_at = size_t(std::find(order.begin(), order.end(), size_t(0)) - order.begin());
+    std::vector<double> slot_best, slot_plain, slot_cpu, ghz;
+    const auto slot = [&] {
+        const auto f = probe.measure(pool, chosen, 1);
+        double b = 0, c = 0;
+        for (const auto& x : f) {
+            b = std::max(b, x.gbps);
+            c = std::max(c, x.gbps_cpu);
+        }
+        slot_best.push_back(b);
+        slot_plain.push_back(f[plain_at].gbps);
+        slot_cpu.push_back(c);
+        ghz.push_back(clock_ghz());
+    };
+    std::vector<std::unique_ptr<forward_context>> ctxs;
+    for (const auto& m : ms) {
+        ctxs.push_back(std::make_unique<forward_context>(*m, 1024, dtype::f16, pool));
+        ctxs.back()->forward(tokens(8, m->config().n_vocab));
+    }
+    const double load0 = load_average_1min();
+    // before[k][r]: the slot before model k's burst of round r (the slot after it is the next one).
+    std::vector<std::vector<double>> tps(ms.size()), cpu_tps(ms.size());
+    std::vector<std::vector<size_t>> before(ms.size());
+    slot();
+    for (int r = 0; r < rounds; r++)
+        for (size_t k = 0; k < ms.size(); k++) {
+            forward_context& ctx = *ctxs[k];
+            ctx.truncate(8);
+            int32_t t = 1;
+            const double c0 = process_cpu_seconds();
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < tg; i++) {
+                auto l = ctx.forward(std::span<const int32_t>(&t, 1));
+                t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+            }
+            tps[k].push_back(tg / seconds_since(t0));
+            // Tokens per CPU-second of one thread: the pool's CPU time (spinning workers included) ÷ threads.
+            cpu_tps[k].push_back(tg * pool.size() / (process_cpu_seconds() - c0));
+            before[k].push_back(slot_best.size() - 1);
+            slot();
+        }
+    const double load1 = load_average_1min();
+    std::vector<std::string> rows;
+    for (size_t k = 0; k < ms.size(); k++) {
+        std::vector<double> mean_r, max_r, plain_r, cpu_r, reads;
+        std::string each;
+        for (size_t r = 0; r < tps[k].size(); r++) {
+            const size_t s = before[k][r];
+            const double gbps = tps[k][r] * bytes_per_token / 1e9;
+            const double mean_read = 0.5 * (slot_best[s] + slot_best[s + 1]);
+            mean_r.push_back(gbps / mean_read);
+            max_r.push_back(gbps / std::max(slot_best[s], slot_best[s + 1]));
+            plain_r.push_back(gbps / (0.5 * (slot_plain[s] + slot_plain[s + 1])));
+            cpu_r.push_back(cpu_tps[k][r] * bytes_per_token / 1e9 / (0.5 * (slot_cpu[s] + slot_cpu[s + 1])));
+            reads.push_back(mean_read);
+            each += fmt::format("{}{:.2f}", each.empty() ? "" : " ", mean_r.back());
+        }
+        rows.push_back(fmt::format(
+            "| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | {} | **{}** | {} | {} | {} | {} | "
+            "{:.2f} | {:.2f} |\n",
+            in[k].model, in[k].type, in[k].repack ? "on" : "off", pool.size(), names, rounds, tg, load0, load1,
+            spread(ghz, 2), spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3), spread(max_r, 3),
+            spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
+    }
+    return rows;
 }
 
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
     std::vector<int> threads = {1, 2};
-    int tg = 32, reps = 3;
+    int tg = 32, reps = 3, phase_rounds = 0, phase_tg = 16;
+    size_t read_bytes = size_t(1) << 30;
     bool pp = true, hugepages = false;
     std::vector<bool> repack_modes = {false};
     std::vector<std::string> models;
@@ -100,6 +257,12 @@ static int bench_main(int argc, char** argv) {
             tg = std::stoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc)
             reps = std::stoi(argv[++i]);
+        else if (a == "--phase-rounds" && i + 1 < argc)
+            phase_rounds = std::stoi(argv[++i]);
+        else if (a == "--phase-tg" && i + 1 < argc)
+            phase_tg = std::stoi(argv[++i]);
+        else if (a == "--read-mib" && i + 1 < argc)
+            read_bytes = size_t(std::stoul(argv[++i])) << 20;
         else if (a == "--hugepages")
             hugepages = true;
         else if (a == "--no-pp")
@@ -112,6 +275,12 @@ static int bench_main(int argc, char** argv) {
         } else
             models.push_back(a);
     }
+    if (tg < 1 || reps < 1 || phase_rounds < 0 || phase_tg < 1 || read_bytes < (size_t(2) << 20) ||
+        read_bytes % (size_t(2) << 20))
+        throw std::invalid_argument(
+            "bench-decode-roofline: --tg, --reps, --phase-tg >= 1, --phase-rounds >= 0, "
+            "--read-mib a positive even number");
+    std::vector<std::string> phase_rows;
     fmt::print(
         "| model | type | repack | streamed MB/token | RSS MB | RSS ÷ (file + KV) | threads | plain read GB/s | best "
         "read "
@@ -139,10 +308,10 @@ static int bench_main(int argc, char** argv) {
         const uint32_t V = m0.config().n_vocab;
         for (int th : threads) {
             thread_pool pool(th);
-            const double read = plain_read_gbps(th);
+            const double read = plain_read_gbps(th, read_bytes);
             const auto variants = standard_read_variants();
             std::vector<double> vbest(variants.size(), 0.0);
-            read_probe probe(size_t(1) << 30, pool);
+            read_probe probe(read_bytes, pool);
             const auto read_round = [&] {
                 const auto f = probe.measure(pool, variants, 2);
                 for (size_t v = 0; v < f.size(); v++) vbest[v] = std::max(vbest[v], f[v].gbps);
@@ -163,6 +332,7 @@ static int bench_main(int argc, char** argv) {
             const size_t bi = best_read_index(vbest);
             const double bread = std::max(vbest[bi], read);
             const std::string bname = vbest[bi] >= read ? read_variant_name(variants[bi]) : "plain read column";
+            std::vector<phase_row_input> phase_in;
             for (size_t k = 0; k < ms.size(); k++) {
                 double pps[2] = {0, 0};
                 for (int j = 0; pp && j < 2; j++) {
@@ -184,9 +354,29 @@ static int bench_main(int argc, char** argv) {
                     m0.config().name, type, repack_modes[k] ? "on" : "off", double(mm.streamed_bytes_per_token) / 1e6,
                     rss[k], rss[k] * 1.048576 / budget_mb, th, read, bread, bname, wread[k], pps[0], pps[1], best[k],
                     gbps, gbps / bread, gbps / read, gbps / wread[k]);
+                phase_in.push_back({m0.config().name, type, repack_modes[k], gbps / bread, gbps / read});
             }
             std::fflush(stdout);
+            if (phase_rounds > 0) {
+                const auto rows = phase_matched_rows(ms, phase_in, double(mm.streamed_bytes_per_token), pool, probe,
+                                                     variants, vbest, phase_rounds, phase_tg);
+                phase_rows.insert(phase_rows.end(), rows.begin(), rows.end());
+            }
         }
+    }
+    if (phase_rounds > 0) {
+        fmt::print(
+            "\nPhase-matched roofline: read slots and decode bursts alternated in one pool; per burst, streamed bytes "
+            "x tok/s ÷ the mean of the adjacent slots' reads (each slot: best of the variants named, one pass of {} "
+            "MiB each, same threads as the decode); median [min-max] over the bursts.\n\n"
+            "| model | type | repack | threads | slot read variants | rounds x tokens | load avg start-end | clock "
+            "GHz (slots) | slot read GB/s | burst tok/s | ratio ÷ mean adjacent read | ÷ max adjacent read | ÷ mean "
+            "adjacent plain "
+            "read | ÷ mean adjacent read, per CPU-second | ratio per burst | whole-run tg ÷ best read | whole-run tg ÷ "
+            "plain read |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            read_bytes >> 20);
+        for (const auto& r : phase_rows) fmt::print("{}", r);
     }
     return 0;
 }

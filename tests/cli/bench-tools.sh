@@ -21,4 +21,57 @@ check bench-decode-roofline --threads 1 "$missing"
 check bench-decode-arena "$missing"
 check bench-repack-load "$missing"
 check bench-decode-prefetch model "$missing"
-echo "bench tools: clear errors for a missing model"
+
+# The phase-matched roofline (--phase-rounds) on a tiny synthetic model: one row per (threads, repack mode), its
+# fields numeric, positive and finite, as many per-burst ratios as rounds, the median inside its range, the
+# slot's variants named (the plain read among them), and the whole-run columns equal to the first table's.
+"$memtile" gen --arch tiny --type q8_0 --out "$tmp/m.gguf" > /dev/null
+"$dir/bench-decode-roofline" --threads 1,2 --tg 4 --reps 1 --no-pp --repack off,on --phase-rounds 3 --phase-tg 4 \
+    --read-mib 64 "$tmp/m.gguf" > "$tmp/phase.md" 2> "$tmp/err" || fail "bench-decode-roofline --phase-rounds: $(cat "$tmp/err")"
+python3 - "$tmp/phase.md" <<'PY' || fail "phase-matched table: $(cat "$tmp/phase.md")"
+import math, re, sys
+text = open(sys.argv[1]).read()
+first, _, second = text.partition("Phase-matched roofline")
+assert second, "no phase-matched table"
+assert "one pass of 64 MiB each, same threads as the decode" in second
+def rows(part):
+    lines = [l for l in part.splitlines() if l.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert set(lines[1].replace("|", "").strip()) == {"-"}
+    return [dict(zip(head, [c.strip() for c in l.strip("|").split("|")])) for l in lines[2:]]
+old, new = rows(first), rows(second)
+assert len(old) == 4 and len(new) == 4, (len(old), len(new))
+def num(x):
+    v = float(x)
+    assert math.isfinite(v) and v > 0, x
+    return v
+def med_range(x):
+    m = re.fullmatch(r"\**([0-9.]+) \[([0-9.]+)-([0-9.]+)\]\**", x)
+    assert m, x
+    med, lo, hi = (num(g) for g in m.groups())
+    assert lo <= med <= hi, x
+    return med, lo, hi
+seen = set()
+for r in new:
+    key = (r["threads"], r["repack"])
+    seen.add(key)
+    assert r["rounds x tokens"] == "3 x 4", r
+    assert "plain" in [v.strip() for v in r["slot read variants"].split(",")], r
+    for k in ["clock GHz (slots)", "slot read GB/s", "burst tok/s", "ratio ÷ mean adjacent read", "÷ max adjacent read", "÷ mean adjacent plain read",
+              "÷ mean adjacent read, per CPU-second"]:
+        med_range(r[k])
+    each = [num(v) for v in r["ratio per burst"].split()]
+    assert len(each) == 3, r
+    med, lo, hi = med_range(r["ratio ÷ mean adjacent read"])
+    assert abs(sorted(each)[1] - med) <= 0.006 and abs(min(each) - lo) <= 0.006, r
+    assert med_range(r["÷ max adjacent read"])[0] <= med + 1e-9, r
+    o = [x for x in old if (x["threads"], x["repack"]) == key]
+    assert len(o) == 1, key
+    assert r["whole-run tg ÷ best read"] == o[0]["tg ÷ best read"], (r, o)
+    assert r["whole-run tg ÷ plain read"] == o[0]["tg ÷ plain read"], (r, o)
+assert seen == {("1", "off"), ("1", "on"), ("2", "off"), ("2", "on")}, seen
+PY
+rc=0
+"$dir/bench-decode-roofline" --phase-rounds -1 "$tmp/m.gguf" > /dev/null 2> "$tmp/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "bench-decode-roofline --phase-rounds -1: exit status $rc"
+echo "bench tools: clear errors for a missing model; the phase-matched roofline table is complete"

@@ -226,6 +226,38 @@ TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {
     }
 }
 
+// Decode over two group streams (set_decode_group_pairs: Q8_0, Q4_K, Q5_K x8; the others ignore it) must give the
+// results of one group at a time bit for bit: odd and even group counts (37 rows: 5 groups, 200: 25, 256: 32),
+// odd block counts (1120: 35 blocks), 1 and 2 threads (each thread pairs inside its own chunks), several distances.
+TEST_P(cpu_matmul, decode_group_pairs_do_not_change_results) {
+    const auto& [path, fc] = GetParam();
+    if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
+    isa_guard guard(path);
+    thread_pool pool1(1), pool2(2);
+    for (int64_t n_out : {int64_t(37), int64_t(200), int64_t(256)}) {
+        const int64_t n_in = fc.n_in.back();
+        const std::vector<float> wf = uniform(size_t(n_in * n_out), 41);
+        const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+        const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+        const std::vector<float> x = uniform(size_t(n_in), 42);
+        const auto pw = prepare_weight(view, {.repack = true});
+        set_decode_group_pairs(0);
+        std::vector<float> want(static_cast<size_t>(n_out));
+        matmul(*pw, x.data(), 1, want.data(), pool1);
+        for (int64_t distance : {int64_t(1), int64_t(4096), int64_t(1) << 20}) {
+            set_decode_group_pairs(distance);
+            for (thread_pool* pool : {&pool1, &pool2}) {
+                std::vector<float> got(want.size(), NAN);
+                matmul(*pw, x.data(), 1, got.data(), *pool);
+                for (size_t o = 0; o < want.size(); o++)
+                    ASSERT_EQ(want[o], got[o]) << dtype_name(fc.type) << " via " << isa_name(path) << " n_out " << n_out
+                                               << " pairs " << distance << " threads " << pool->size() << " row " << o;
+            }
+        }
+        set_decode_group_pairs(0);
+    }
+}
+
 // Activations at any address: f32 activations that are not 32-byte aligned are copied to an aligned buffer
 // first (matmul.cpp); the results must be those of an aligned call, bit for bit, decode and prefill.
 TEST_P(cpu_matmul, unaligned_activations_give_the_same_results) {

@@ -172,6 +172,7 @@ thread_local act_scratch t_scratch;
 
 std::atomic<bool> g_prefill_gemm{true};
 std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
+std::atomic<int64_t> g_decode_group_pairs{0};
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
@@ -190,6 +191,10 @@ namespace detail {
 
 int64_t decode_prefetch_bytes() {
     return g_decode_prefetch.load(std::memory_order_relaxed);
+}
+
+int64_t decode_group_pairs() {
+    return g_decode_group_pairs.load(std::memory_order_relaxed);
 }
 
 uint8_t* gemm_scratch(size_t bytes) {
@@ -428,6 +433,10 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
 
 void set_decode_prefetch(int64_t bytes) {
     g_decode_prefetch.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
+}
+
+void set_decode_group_pairs(int64_t min_distance) {
+    g_decode_group_pairs.store(min_distance > 0 ? min_distance : 0, std::memory_order_relaxed);
 }
 
 void set_prefill_gemm(bool on) {

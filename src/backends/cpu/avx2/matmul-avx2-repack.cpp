@@ -125,6 +125,81 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
     for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
 }
 
+// Q4_K / Q5_K decode of two groups at once (as q8_0_x8_two: each activation broadcast feeds both groups; every
+// row's operations are those of q45_k_x8<high_bit, 1>, so the results are the same bit for bit). pf0, pf1: the
+// prefetch distance of each group's stream (0: none).
+template <bool high_bit>
+void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int64_t t, float* y, int64_t o0,
+                  int64_t o1, int64_t n_out, int64_t pf0, int64_t pf1) {
+    constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
+    const int64_t nb = a.n_in / 256;
+    const int8_t* q = a.qs + t * a.n_in;
+    const float* d = a.d + t * nb;
+    const int16_t* bs = a.bsums + t * (a.n_in / 16);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    constexpr char z = char(0x80);
+    const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
+                                             4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
+    const __m256i sc_odd = _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
+                                                                     8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0));
+    const __m256i mn_mask = _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
+                                             8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z);
+    const uint8_t* gp[2] = {g0p, g1p};
+    const int64_t pf[2] = {pf0, pf1};
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* b[2] = {gp[0] + ib * bytes, gp[1] + ib * bytes};
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int s = 0; s < 8; s++) {
+            __m256i sc[2], qh[2], s16[2];
+            for (int g = 0; g < 2; g++) {
+                if (pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + s * (bytes / 8) + pf[g]);
+                sc[g] = _mm256_shuffle_epi8(bcast_16(b[g] + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
+                qh[g] =
+                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b[g] + 160 + stride * s + 128)) : m4;
+                s16[g] = _mm256_setzero_si256();
+            }
+            for (int v = 0; v < 4; v++) {
+                const int8_t* qb = q + ib * 256 + 32 * s + 8 * v;
+                const __m256i x0 = bcast_quad(qb), x1 = bcast_quad(qb + 4);
+                for (int g = 0; g < 2; g++) {
+                    const __m256i raw =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b[g] + 160 + stride * s + 32 * v));
+                    __m256i lo = _mm256_and_si256(raw, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    if (high_bit) {
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh[g], 4 - 2 * v), m16));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh[g], 3 - 2 * v), m16));
+                    }
+                    s16[g] = _mm256_add_epi16(s16[g], _mm256_maddubs_epi16(lo, x0));
+                    s16[g] = _mm256_add_epi16(s16[g], _mm256_maddubs_epi16(hi, x1));
+                    if (high_bit && v == 1) {
+                        isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
+                        s16[g] = _mm256_setzero_si256();
+                    }
+                }
+            }
+            for (int g = 0; g < 2; g++) isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
+        }
+        const __m256i bsum32 = _mm256_madd_epi16(loadu(bs + ib * 16), ones);
+        const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
+        const __m256 da = _mm256_set1_ps(d[ib]);
+        for (int g = 0; g < 2; g++) {
+            const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
+            __m256i msum = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b[g] + 64 + 16 * p), mn_mask);
+                const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
+            }
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(dw, da), acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[g]);
+        }
+    }
+    store_rows(acc[0], y, o0, n_out);
+    store_rows(acc[1], y, o1, n_out);
+}
+
 // Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
 // one madd with the signed 16-element sub-block scales per vector; the +32 offset of the levels is taken
 // out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. NT tokens per pass
@@ -236,6 +311,40 @@ void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
 }
 
+// Q8_0 decode of two groups at once (g0p, g1p: any two groups of one matrix), each activation broadcast feeding
+// both; every row's operations are those of q8_0_x8<1>, so the results are the same bit for bit. Why: the
+// broadcasts are the one load the Q8_0 loop has besides the weights (session 8), and a standalone copy on
+// TinyLlama-shaped groups streamed 3-8 % more bytes per CPU-second from DRAM with the two groups >= 1 MiB apart,
+// but 45 % less with adjacent groups (17 KiB apart) and about the same at 280 KiB (session 9).
+void q8_0_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int64_t t, float* y, int64_t o0, int64_t o1,
+                 int64_t n_out) {
+    const int64_t nb = a.n_in / 32;
+    const int8_t* q = a.qs + t * a.n_in;
+    const float* d = a.d + t * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc1[2] = {acc0[0], acc0[0]};
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const int64_t pair = (ib / 2) * k_q8_0_pair_bytes, off = pair + 32 + (ib % 2) * 256;
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+        for (int v = 0; v < 8; v++) {
+            const __m256i x = bcast_quad(q + ib * 32 + 4 * v);
+            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g0p + off + 32 * v));
+            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g1p + off + 32 * v));
+            s0 = _mm256_add_epi32(
+                s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w0), _mm256_sign_epi8(x, w0)), ones));
+            s1 = _mm256_add_epi32(
+                s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w1), _mm256_sign_epi8(x, w1)), ones));
+        }
+        const __m256 da = _mm256_set1_ps(d[ib]);
+        acc0[ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0),
+                                       _mm256_mul_ps(load_8_f16(g0p + pair + (ib % 2) * 16), da), acc0[ib % 2]);
+        acc1[ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1),
+                                       _mm256_mul_ps(load_8_f16(g1p + pair + (ib % 2) * 16), da), acc1[ib % 2]);
+    }
+    store_rows(_mm256_add_ps(acc0[0], acc0[1]), y, o0, n_out);
+    store_rows(_mm256_add_ps(acc1[0], acc1[1]), y, o1, n_out);
+}
+
 // Q4_0 (pairs of blocks, 288 bytes): the unsigned levels (stored + 8) meet the activations in maddubs, the 8
 // vectors of a block summed in int16 (8 * 2 * 15 * 127 = 30480); the + 8 is taken out with the block's
 // activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens per pass as q45_k_x8.
@@ -319,6 +428,21 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     const int64_t pf =
         x8_prefetches(T) && (group_bytes >= k_prefetch_min_group || a.one_thread) ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
+    if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
+        const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
+        if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
+            for (int64_t g = g0; g < g0 + half; g++) {
+                const uint8_t *p0 = packed + size_t(g) * group_bytes, *p1 = p0 + size_t(half) * group_bytes;
+                if constexpr (T == dtype::q8_0)
+                    q8_0_x8_two(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out);
+                else
+                    q45_k_x8_two<T == dtype::q5_k>(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out,
+                                                   p0 + group_bytes + pf <= end ? pf : 0,
+                                                   p1 + group_bytes + pf <= end ? pf : 0);
+            }
+            g0 += 2 * half;  // an odd count leaves the last group to the loop below
+        }
+    }
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
         run_x8<T, 1>(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
