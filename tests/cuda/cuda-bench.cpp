@@ -173,47 +173,6 @@ void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, cons
     cuda::set_decode_fusion(cuda::k_decode_fusion_default);
 }
 
-// The session-9 attention variants (cuda::set_attention_variant): tg128 of each file type with each variant of `list`
-// (';'-separated bit masks), the list run twice (alternated); with the stamp bit (16) also the mean SM clocks per block
-// of the attention kernel's phases (cuda::attention_stamps; diagnostic: the stamps cost a little themselves).
-void bench_attn(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
-    const auto& preset = find_preset("llama3-8b");
-    std::vector<unsigned> vs;
-    for (const auto& e : split_list(list)) vs.push_back(unsigned(std::strtoul(e.c_str(), nullptr, 0)));
-    fmt::print("\nattention variants, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
-               bw.hbm_read_gbs);
-    const file_type fts[] = {file_type::q4_k_m, file_type::q8_0, file_type::f16, file_type::q4_0, file_type::bf16};
-    for (file_type ft : fts) {
-        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
-        for (int pass = 0; pass < 2; pass++)
-            for (unsigned v : vs) {
-                try {
-                    cuda::set_attention_variant(v);
-                    cuda::attention_stamps();  // reset
-                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
-                    const double tps = 128 / d->bench_decode(128, 16, 1);
-                    const double bytes = double(d->streamed_bytes_per_token());
-                    fmt::print("  {:<7} attn-v {:2} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
-                               file_type_name(ft), v, tps, 1e6 / tps / preset.config.n_layer,
-                               tps * bytes / (bw.hbm_read_gbs * 1e9));
-                    if (v & 16) {
-                        const auto st = cuda::attention_stamps();
-                        std::string line =
-                            "    clocks per block: entry-wait, rope, keys, state, sync, merge, unit, "
-                            "store, exit:";
-                        for (size_t k = 0; k + 1 < st.size(); k++) line += fmt::format(" {:.0f}", st[k]);
-                        if (!st.empty()) line += fmt::format("  ({:.0f} blocks)", st.back());
-                        fmt::print("{}\n", line);
-                    }
-                    std::fflush(stdout);
-                } catch (const std::exception& e) {
-                    report(false, fmt::format("bench attn {} {}: {}", v, file_type_name(ft), e.what()));
-                }
-            }
-    }
-    cuda::set_attention_variant(0);
-}
-
 // The RMSNorm from parts (cuda::set_norm_fusion) in the decode step: tg128 of each file type in each listed mode (e.g.
 // "0;1;2", the list run twice, alternated); `--only TYPE` picks one file type.
 void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {

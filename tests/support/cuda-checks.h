@@ -158,15 +158,15 @@ inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t s
 }
 
 struct attention_comparison {
-    double nmse[9] = {};    // per cuda::attention_check variant, against the CPU engine
-    int differ_from_0 = 0;  // variants 1..8 whose output is not bit-equal to variant 0's
+    double nmse[6] = {};    // per cuda::attention_check variant, against the CPU engine
+    int differ_from_0 = 0;  // variants 1..5 whose output is not bit-equal to variant 0's
 };
 
 // RoPE, f16 KV cache and attention of the last of n_pos positions, on the GPU (every cuda::attention_check variant:
 // separate RoPE kernel, RoPE folded into the attention kernel with separate merge, with early K/V loads, with the merge
-// in the kernel, with the merge in a thread-block cluster, the session-9 kernel's variants) and by the CPU engine's
-// ops; q, k, v random in [-amp, amp]. q_block > 0: the outputs are also quantized as for a Wo reading them (32 / 256),
-// and the quantized values count in the bit comparison.
+// in the kernel, with the merge in a thread-block cluster) and by the CPU engine's ops; q, k, v random in [-amp, amp].
+// q_block > 0: the outputs are also quantized as for a Wo reading them (32 / 256), and the quantized values count in
+// the bit comparison.
 inline attention_comparison compare_attention_variants(int n_pos, int n_head, int n_head_kv, int head_dim, float amp,
                                                        bool neox, int n_split, uint64_t seed, int q_block = 0) {
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
@@ -177,8 +177,8 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
         for (auto& v : r) v = next() * amp;
     }
     const float base = 10000.0f;
-    std::vector<float> gpu[9];
-    for (int v = 0; v < 9; v++)
+    std::vector<float> gpu[6];
+    for (int v = 0; v < 6; v++)
         gpu[v] = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
     kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);
     std::vector<float> q;
@@ -194,7 +194,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     thread_pool pool(std::min(thread_pool::default_threads(), 16));
     cpu::attention(q.data(), cpu_out.data(), 1, n_pos - 1, kv, 0, n_head, n_head_kv, head_dim, pool);
     attention_comparison r;
-    for (int v = 0; v < 9; v++) {
+    for (int v = 0; v < 6; v++) {
         r.nmse[v] = nmse(std::vector<float>(gpu[v].begin(), gpu[v].begin() + q_dim), cpu_out);
         if (v > 0 && std::memcmp(gpu[v].data(), gpu[0].data(), gpu[0].size() * sizeof(float)) != 0) r.differ_from_0++;
     }

@@ -66,26 +66,12 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
 // key ranges: [q_dim] (host). RoPE over the whole head (n_rot = head_dim), no frequency factors.
 // variant: 0 launch_rope_kv + launch_attention_split; with RoPE folded into the attention kernel
 // (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks,
-// 4 merge in a thread-block cluster, 5 the same with the early K/V loads, 6 .. 8 variant 5 by the session-9 kernel
-// (set_attention_variant bits 1, 1|2|4|16, 1|2|8). q_block 32 / 256: the output also quantized
+// 4 merge in a thread-block cluster, 5 the same with the early K/V loads. q_block 32 / 256: the output also quantized
 // as for a Wo reading it, appended as [q_dim] quantized values, then [q_dim / 32] scales and [q_dim / 32] sums.
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
                                    float freq_base, bool neox, int n_split, int variant = 0, int q_block = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
-
-// The single-sequence attention kernel of the decode step with RoPE folded in, early K/V loads and the cluster merge
-// (attention-decode.cu), bits: 1 the session-9 kernel (each round's scores before its softmax updates), with it 2 for a
-// Wo reading units of 256 every block of the cluster merges the whole unit (no second cluster barrier), 4 / 8 its
-// griddep_launch after the key loop / after the output stores instead of right after the wait, 16 phase clock stamps
-// (diagnostic, attention_stamps). Bit-equal with any bits; none measured faster (session 9 also measured, in the
-// branch history: K/V staged in shared memory by cp.async, the exchanges as stores before the barriers, the merge
-// pushed to the cluster's first block). Or MEMTILE_CUDA_ATTN_V; read when a graph is captured. Returns the previous
-// bits. docs/cuda-decode-log.md, "Session 9 (branch gat9)".
-unsigned set_attention_variant(unsigned bits);
-// Mean SM clocks per block of the stamped attention's phases since the last call (wait, RoPE, keys, block state,
-// cluster barrier, merge, unit maximum, stores, exit wait), then the number of blocks; resets the sums.
-std::vector<double> attention_stamps();
 
 // Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
 // MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.

@@ -53,12 +53,6 @@ std::vector<float> cuda::embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t,
 void cuda::set_pdl(bool) {
     not_compiled();
 }
-unsigned cuda::set_attention_variant(unsigned) {
-    not_compiled();
-}
-std::vector<double> cuda::attention_stamps() {
-    not_compiled();
-}
 void cuda::set_norm_fusion(int) {
     not_compiled();
 }

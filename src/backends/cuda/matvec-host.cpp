@@ -113,7 +113,7 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
                                    float freq_base, bool neox, int n_split, int variant, int q_block) {
     require_device();
-    if (variant < 0 || variant > 8) fail("cuda", "attention check: unknown variant {}", variant);
+    if (variant < 0 || variant > 5) fail("cuda", "attention check: unknown variant {}", variant);
     if (q_block != 0 && q_block != 32 && q_block != 256) fail("cuda", "attention check: q_block {}", q_block);
     const int n_pos = int(qkv.size());
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
@@ -144,16 +144,10 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
         check(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice), "upload");
         if (variant == 0)
             launch_attention(buf, nullptr, rp, pos, kc, vc, n_split, partial, out, qb, xq, xd, xs, nullptr);
-        else {
-            const unsigned bits[] = {0, 0, 0, 0, 0, 0, 1, 1 | 2 | 4 | 16, 1 | 2 | 8};
-            const unsigned saved = set_attention_variant(bits[variant]);
-            const bool ok = launch_attention_rope(buf, nullptr, rp, pos, kc, vc, n_split, partial,
-                                                  variant == 3 ? counters : nullptr, out, qb, xq, xd, xs,
-                                                  variant == 2 || variant >= 5, variant >= 4, nullptr);
-            set_attention_variant(saved);
-            if (!ok)
-                fail("cuda", "attention check: no folded-RoPE kernel (MEMTILE_CUDA_ATTN_KEYS forces another count)");
-        }
+        else if (!launch_attention_rope(buf, nullptr, rp, pos, kc, vc, n_split, partial,
+                                        variant == 3 ? counters : nullptr, out, qb, xq, xd, xs,
+                                        variant == 2 || variant == 5, variant >= 4, nullptr))
+            fail("cuda", "attention check: no folded-RoPE kernel (MEMTILE_CUDA_ATTN_KEYS forces another count)");
     }
     check(cudaGetLastError(), "attention launch");
     std::vector<float> r(static_cast<size_t>(q_dim));
