@@ -52,12 +52,11 @@ __device__ __forceinline__ void q6k_half_mma_isum(const int (&cA)[6], const int 
         int a0[2], a1[2], sA[2], sB[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int si = 2 * j + h, g = si / 4, k = si % 4;
-            a0[h] = k < 3 ? q6k_operand(cA[3 * g + k]) : q6k_operand3(cA[3 * g], cA[3 * g + 1], cA[3 * g + 2]);
-            a1[h] = k < 3 ? q6k_operand(cB[3 * g + k]) : q6k_operand3(cB[3 * g], cB[3 * g + 1], cB[3 * g + 2]);
-            const int wa = si < 4 ? sA8.x : sA8.y, wb = si < 4 ? sB8.x : sB8.y;
-            sA[h] = int(uint32_t(wa) << (24 - 8 * (si & 3))) >> 24;  // the signed byte si & 3
-            sB[h] = int(uint32_t(wb) << (24 - 8 * (si & 3))) >> 24;
+            const int si = 2 * j + h;
+            a0[h] = q6k_half_operand(cA, si);
+            a1[h] = q6k_half_operand(cB, si);
+            sA[h] = q6k_half_scale(sA8, si);
+            sB[h] = q6k_half_scale(sB8, si);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {

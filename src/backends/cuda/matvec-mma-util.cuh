@@ -153,6 +153,18 @@ __device__ __forceinline__ void init_column_tiles(int g, int t, int nb, int (&se
     }
 }
 
+// Sub-block si (0..7) of a Q6_K half, for one row: its mma A operand (the signed 4v: products 4 times GGUF's) from the
+// row's words t of the half's 6 pieces (three sub-blocks of a group of four take a word each, the fourth is spread over
+// the three), and its signed int8 scale from the half's 8 scale bytes.
+__device__ __forceinline__ int q6k_half_operand(const int (&c)[6], int si) {
+    const int g = si / 4, k = si % 4;
+    return k < 3 ? q6k_operand(c[3 * g + k]) : q6k_operand3(c[3 * g], c[3 * g + 1], c[3 * g + 2]);
+}
+__device__ __forceinline__ int q6k_half_scale(int2 s8, int si) {
+    const int w = si < 4 ? s8.x : s8.y;
+    return int(uint32_t(w) << (24 - 8 * (si & 3))) >> 24;  // the signed byte si & 3
+}
+
 // One Q6_K half p (128 elements: groups u = 4p + j, j < 4, each two m16n8k16 MMAs of one scale) of rows g (A) and
 // g + 8 (B) of a 16-row tile, accumulated into acc (NT column tiles). cA/cB: word t of the half's 6 pieces
 // (cuda-kernels.h), sA8/sB8 its 8 int8 scales, fA/fB the super-block's f16 d. seq: the B column (sequence) of this
@@ -169,13 +181,12 @@ __device__ __forceinline__ void q6k_half_mma(const int (&cA)[6], const int (&cB)
         float sA[2], sB[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int si = 2 * j + h, g = si / 4, k = si % 4;  // sub-block si of the half's 8
+            const int si = 2 * j + h;  // sub-block si of the half's 8
             // The operands are the signed 4v: the products are 4 times GGUF's, undone by the exact scale / 4.
-            a0[h] = k < 3 ? q6k_operand(cA[3 * g + k]) : q6k_operand3(cA[3 * g], cA[3 * g + 1], cA[3 * g + 2]);
-            a1[h] = k < 3 ? q6k_operand(cB[3 * g + k]) : q6k_operand3(cB[3 * g], cB[3 * g + 1], cB[3 * g + 2]);
-            const int wa = si < 4 ? sA8.x : sA8.y, wb = si < 4 ? sB8.x : sB8.y;
-            sA[h] = fA * 0.25f * float(int8_t((wa >> (8 * (si & 3))) & 0xff));
-            sB[h] = fB * 0.25f * float(int8_t((wb >> (8 * (si & 3))) & 0xff));
+            a0[h] = q6k_half_operand(cA, si);
+            a1[h] = q6k_half_operand(cB, si);
+            sA[h] = fA * 0.25f * float(q6k_half_scale(sA8, si));
+            sB[h] = fB * 0.25f * float(q6k_half_scale(sB8, si));
         }
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
