@@ -763,11 +763,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (profile) {
-        // One decode step of llama3-8b shapes (Q4_K_M; kernels in order), then a few matvecs for ncu: each
-        // bench_matvec(..., 1) launches its kernel 4 times.
-        {
-            auto d = cuda::decoder::random(find_preset("llama3-8b").config, file_type::q4_k_m, 64, 11);
-            d->bench_decode(2, 0, 1);
+        // One decode step of llama3-8b shapes per type (Q4_K_M and Q8_0, or --only TYPE; kernels in order), then a
+        // few matvecs for ncu: each bench_matvec(..., 1) launches its kernel 4 times.
+        for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::q4_0, file_type::f16}) {
+            if (only.empty() ? (ft == file_type::q4_0 || ft == file_type::f16) : only != file_type_name(ft)) continue;
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, 64, 11);
+            d->bench_decode(1, 0, 1);
         }
         cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
         cuda::bench_matvec(dtype::q4_k, 14336, 4096, 1);
