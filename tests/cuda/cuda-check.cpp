@@ -391,6 +391,17 @@ void check_matvec() {
     }
 }
 
+// The decode steps' greedy pick against a host scan (test::argmax_mismatches: ties across slices, NaN, -inf).
+void check_argmax() {
+    try {
+        const int bad = test::argmax_mismatches(21);
+        report(bad == 0,
+               fmt::format("argmax  sliced rows vs host scan (ties, NaN, -inf, 6 lengths): {} of 54 rows differ", bad));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("argmax: {}", e.what()));
+    }
+}
+
 // The Q4_K_M products of matvec-qkm.h (pair launch and its variants, the alternative Q4_K kernels) against the CPU
 // matmul and bit-equal to the plain launches; odd row counts cover the clamped last rows.
 void check_qkm_products() {
@@ -811,6 +822,7 @@ int main(int argc, char** argv) {
         if (do_checks) {
             check_batch_products();
             check_matvec();
+            check_argmax();
             check_qkm_products();
             check_attention();
             if (diag) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -155,6 +156,42 @@ inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t s
             worst = std::max(worst, double(std::fabs(g[i] - ref[i])) / (std::fabs(double(ref[i])) + 1e-6));
     }
     return worst;
+}
+
+// The GPU's greedy pick (cuda::argmax_rows_check) against a plain host scan on rows built to catch slicing errors: the
+// maximum repeated (the lowest index must win, also across the kernel's slices), at the first / last index, NaN and
+// -inf around it, a row of NaN only (0), row lengths below, at and above the slice count. Returns the rows that differ.
+inline int argmax_mismatches(uint64_t seed) {
+    int bad = 0;
+    uniform_source next(seed);
+    for (int n : {1, 37, 64, 1000, 4097, 128256}) {
+        const int n_rows = 9;
+        std::vector<float> l(size_t(n_rows) * size_t(n));
+        for (auto& v : l) v = next() * 8.0f;
+        auto row = [&](int r) { return l.data() + size_t(r) * size_t(n); };
+        const float big = 100.0f;
+        row(1)[n - 1] = big;                                         // maximum at the last index
+        row(2)[0] = big;                                             // at the first
+        for (int k = 1; k <= 5; k++) row(3)[(n - 1) * k / 5] = big;  // ties across slices: lowest index wins
+        row(4)[n / 2] = std::numeric_limits<float>::quiet_NaN();     // NaN is never chosen
+        row(4)[n - 1] = big;
+        for (int i = 0; i < n; i++) row(5)[i] = std::numeric_limits<float>::quiet_NaN();  // nothing to choose: 0
+        for (int i = 0; i < n; i++) row(6)[i] = -std::numeric_limits<float>::infinity();  // nothing above -inf: 0
+        for (int i = 0; i < n; i++) row(7)[i] = 1.5f;                                     // all equal: index 0
+        row(8)[n / 3] = std::numeric_limits<float>::infinity();                           // +inf wins
+        const auto got = cuda::argmax_rows_check(l, n_rows, n);
+        for (int r = 0; r < n_rows; r++) {
+            float best = -std::numeric_limits<float>::infinity();
+            int idx = 0;
+            for (int i = 0; i < n; i++)
+                if (row(r)[i] > best) {
+                    best = row(r)[i];
+                    idx = i;
+                }
+            if (got[size_t(r)] != idx) bad++;
+        }
+    }
+    return bad;
 }
 
 struct attention_comparison {

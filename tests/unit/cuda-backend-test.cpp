@@ -66,6 +66,12 @@ TEST(cuda_backend, matvec_matches_the_cpu_matmul_per_format) {
     }
 }
 
+// The decode steps' greedy pick over sliced rows against a host scan (ties, NaN, -inf, row lengths around the slicing).
+TEST(cuda_backend, argmax_matches_a_host_scan) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    EXPECT_EQ(test::argmax_mismatches(21), 0);
+}
+
 // The Q4_K_M products of matvec-qkm.h (Q/K + V in one launch, the alternative Q4_K kernels): against the CPU matmul and
 // bit-equal to the plain launches.
 TEST(cuda_backend, qkm_products_match_the_plain_launches) {

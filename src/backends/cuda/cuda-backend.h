@@ -72,6 +72,9 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
                                    float freq_base, bool neox, int n_split, int variant = 0, int q_block = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
+// The decode steps' greedy pick (launch_argmax_rows) of each row of logits ([n_rows, n], host; n_rows <= 16): the index
+// of the largest value, the lowest of equal ones, NaN never chosen, 0 for a row without a number above -inf ([n_rows]).
+std::vector<int32_t> argmax_rows_check(const std::vector<float>& logits, int n_rows, int n);
 
 // Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
 // MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.

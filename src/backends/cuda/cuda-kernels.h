@@ -143,9 +143,8 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
 void launch_swiglu(const float* gu, int64_t n_ff, float* out, int q_block, int8_t* xq, float* xd, float* xs,
                    cudaStream_t s);
 // *token = argmax(logits) (lowest index on ties); then *pos += 1 (the step is complete). scratch: device memory
-// of k_argmax_scratch words (launch_argmax_rows with one row: a single block scanning 128,256 logits was one
-// dependent load chain per thread on one SM).
-constexpr int k_argmax_scratch = 2 * 16 * 16;
+// of k_argmax_scratch words (launch_argmax_rows with one row: 64 slices of the row, then their merge).
+constexpr int k_argmax_scratch = 2 * 16 * 64;
 void launch_argmax(const float* logits, int n, int32_t* token, int32_t* pos, float* scratch, cudaStream_t s);
 
 // Fills a weight in the device layout with random values valid for its format (scales small and finite).

@@ -50,6 +50,9 @@ std::vector<float> cuda::attention_check(const std::vector<std::vector<float>>&,
 std::vector<float> cuda::embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {
     not_compiled();
 }
+std::vector<int32_t> cuda::argmax_rows_check(const std::vector<float>&, int, int) {
+    not_compiled();
+}
 void cuda::set_pdl(bool) {
     not_compiled();
 }

@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/host-util.h"
 #include "backends/cuda/matvec-qkm.h"
+#include "backends/cuda/prefill-kernels.h"
 #include "core/error.h"
 
 namespace memtile::cuda {
@@ -178,6 +179,27 @@ std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, in
     check(cudaGetLastError(), "embedding launch");
     std::vector<float> out(static_cast<size_t>(n_in));
     check(cudaMemcpy(out.data(), x, out.size() * 4, cudaMemcpyDeviceToHost), "embedding");
+    return out;
+}
+
+std::vector<int32_t> argmax_rows_check(const std::vector<float>& logits, int n_rows, int n) {
+    require_device();
+    if (n_rows < 1 || n_rows > k_max_batch || n < 1 || logits.size() != size_t(n_rows) * size_t(n))
+        fail("cuda", "argmax check: {} logits for {} rows of {} (1..{} rows)", logits.size(), n_rows, n, k_max_batch);
+    device_arena arena;
+    auto* l = static_cast<float*>(arena.get(logits.size() * 4));
+    auto* scratch = static_cast<float*>(arena.get(size_t(k_argmax_scratch) * 4));
+    auto* tok = static_cast<int32_t*>(arena.get(size_t(n_rows) * 4));
+    auto* pos = static_cast<int32_t*>(arena.get(size_t(n_rows) * 4));
+    check(cudaMemcpy(l, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), "upload");
+    check(cudaMemset(pos, 0, size_t(n_rows) * 4), "clear");
+    launch_argmax_rows(l, n_rows, n, tok, pos, nullptr, scratch, nullptr);
+    check(cudaGetLastError(), "argmax launch");
+    std::vector<int32_t> out(static_cast<size_t>(n_rows)), p(out.size());
+    check(cudaMemcpy(out.data(), tok, out.size() * 4, cudaMemcpyDeviceToHost), "argmax");
+    check(cudaMemcpy(p.data(), pos, p.size() * 4, cudaMemcpyDeviceToHost), "argmax positions");
+    for (int32_t v : p)
+        if (v != 1) fail("cuda", "argmax check: a row's position advanced by {}, not 1", v);
     return out;
 }
 

@@ -31,7 +31,7 @@ void launch_rope_kv_rows(float* qkv, int n_rows, const float* bias, const rope_p
 // Per row of gu [n_rows, 2 n_ff] (gate then up): silu(gate) * up as f16 [n_rows, n_ff].
 void launch_swiglu_rows(const float* gu, int n_rows, int64_t n_ff, uint16_t* out_h, cudaStream_t s);
 // token[b] = argmax of logits row b ([n_rows, n]; ties: lowest id); then pos[slots[b]] += 1 (pos[b] when slots is
-// null). scratch: device memory of k_argmax_scratch words (partial results of 16 slices per row).
+// null). scratch: device memory of k_argmax_scratch words (partial results of 64 slices per row).
 void launch_argmax_rows(const float* logits, int n_rows, int n, int32_t* token, int32_t* pos, const int32_t* slots,
                         float* scratch, cudaStream_t s);
 

@@ -219,10 +219,12 @@ __global__ void swiglu_rows_kernel(const float* gu, int n_rows, int64_t n_ff, __
     }
 }
 
-// Argmax of rows in two kernels: block (p, r) finds the largest value of slice p of row r and its lowest index
-// (block_argmax's scan and merges: ties and NaN resolved the same way), a warp per row merges the slices. One block
-// per row of 128,256 logits took ~50 us (ncu), one dependent load chain of 125 steps per thread.
-constexpr int k_argmax_slices = 16;
+// Argmax of rows in two kernels: block (p, r) finds the largest value of slice p of row r and its lowest index, a warp
+// per row merges the slices in slice order (ties and NaN resolved as block_argmax: the largest value, its lowest index,
+// NaN never chosen). One block per row of 128,256 logits took ~50 us (ncu), one dependent load chain of 125 steps per
+// thread; 16 slices with one load per step still took ~15 us. 64 slices and block_argmax_range's 8 loads issued before
+// the compares make each thread's chain one round of loads for a row of 128,256.
+constexpr int k_argmax_slices = 64;
 static_assert(k_argmax_scratch >= 2 * k_max_batch * k_argmax_slices, "launch_argmax_rows: scratch too small");
 __global__ void argmax_slices_kernel(const float* logits_all, int n, float* part_v, int* part_i) {
     griddep_wait();
@@ -242,8 +244,15 @@ __global__ void argmax_merge_kernel(const float* part_v, const int* part_i, int3
     griddep_wait();
     griddep_launch();
     const int r = blockIdx.x, lane = threadIdx.x;
-    float best = lane < k_argmax_slices ? part_v[r * k_argmax_slices + lane] : -INFINITY;
-    int idx = lane < k_argmax_slices ? part_i[r * k_argmax_slices + lane] : 0x7fffffff;
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int p = lane; p < k_argmax_slices; p += 32) {  // slices in order: ">" keeps the earlier slice on ties
+        const float v = part_v[r * k_argmax_slices + p];
+        if (v > best) {
+            best = v;
+            idx = part_i[r * k_argmax_slices + p];
+        }
+    }
     warp_argmax(best, idx);
     if (lane == 0) {
         token[r] = idx == 0x7fffffff ? 0 : idx;
