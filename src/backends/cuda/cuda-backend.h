@@ -146,6 +146,13 @@ void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
 // left out: that product keeps the plain kernel at the early level. null / "": no plan (default). Or
 // MEMTILE_CUDA_EARLY_PLAN; read when a graph is captured; bit-equal results with any plan (for A/B benchmarks).
 void set_early_plan(const char* spec);
+// How the RMSNorm kernel of the decode steps loads its row (ops.cu, docs/cuda-decode-log.md "Session 10 (branch
+// gq8a10)"): 0 a strided loop (four dependent L2 round trips per thread at n_embd 4,096); 1 each thread's elements in
+// runs of 16 loaded before they are summed, the norm weight with them; 2 as 1 with the norm weight loaded before the
+// PDL wait; -1 (default) 2 for the single-sequence step's RMSNorm that quantizes, 0 for the others (measured). A mode
+// >= 0 applies to every RMSNorm kernel launch (A/B). Or MEMTILE_CUDA_NORM_LOADS; read when a graph is captured;
+// bit-equal results in every mode.
+void set_norm_loads(int mode);
 
 // TFLOPS of one cuBLAS GEMM [n_tok, n_in] x [n_in, n_out]^T (f16 in, f32 accumulate and out), median of reps:
 // the tensor-core reference for the prefill figures.
