@@ -71,6 +71,12 @@ void cuda::set_matvec_early(int) {
 void cuda::set_matvec_prefetch(int, unsigned, int) {
     not_compiled();
 }
+void cuda::set_early_plan(const char*) {
+    not_compiled();
+}
+void cuda::set_norm_loads(int) {
+    not_compiled();
+}
 double cuda::check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {
     not_compiled();
 }

@@ -18,7 +18,19 @@ namespace detail {
 
 namespace {
 bool g_pdl_set = false, g_pdl = true;
+bool g_norm_loads_set = false;
+int g_norm_loads = -1;
 }  // namespace
+
+// set_norm_loads / MEMTILE_CUDA_NORM_LOADS (cuda-backend.h): read at every launch, so a graph keeps the mode it was
+// captured with.
+int norm_loads() {
+    if (!g_norm_loads_set) {
+        if (const char* env = std::getenv("MEMTILE_CUDA_NORM_LOADS")) g_norm_loads = int(std::strtol(env, nullptr, 10));
+        g_norm_loads_set = true;
+    }
+    return g_norm_loads;
+}
 
 bool pdl_enabled() {
     if (!g_pdl_set) {
@@ -36,6 +48,11 @@ bool norm_trigger_early(bool quantizes);
 }  // namespace detail
 
 // Declared in cuda-backend.h (C++20, so not included by this C++17 translation unit).
+void set_norm_loads(int mode);
+void set_norm_loads(int mode) {
+    detail::norm_loads();
+    detail::g_norm_loads = mode;
+}
 void set_pdl(bool on);
 void set_pdl(bool on) {
     detail::pdl_enabled();
@@ -55,9 +72,17 @@ using detail::launch;
 // equal the single-sequence step's.
 // TRIGGER: griddep_launch also before the wait, so that the next kernel's blocks (a product staging its weights) may
 // become resident while this kernel's predecessor still runs (its wait still covers this kernel's completion).
-template <bool TRIGGER = false>
+// LOADS (set_norm_loads): 0 the strided loop (nvcc unrolls it by 4: for n = 4,096 four dependent L2 round trips per
+// thread, each behind the next product's early weight loads); 1 a thread's elements loaded in runs of 16 before they
+// are summed (one round trip up to n = 4,096), the norm weight w[i] with them and x[i] taken from the run; 2 as 1 with
+// w[i] loaded before the wait. The same products and sums in the same order: the same bits in every mode.
+template <bool TRIGGER = false, int LOADS = 0>
 __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const float* w, float* out, int n, float eps,
                                                        int q_block, int8_t* xq, float* xd, float* xs) {
+    constexpr int RUN = 16;
+    const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
+    float wi = 0, xi = 0;
+    if (LOADS == 2 && i < n) wi = w[i];
     if (TRIGGER) griddep_launch();
     griddep_wait();
     griddep_launch();
@@ -67,17 +92,30 @@ __global__ void __launch_bounds__(256) rms_norm_kernel(const float* x, const flo
     __shared__ double partial[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     double ss = 0;
-    for (int i = threadIdx.x; i < n; i += 256) ss += double(x[i]) * double(x[i]);
+    if constexpr (LOADS == 0) {
+        for (int i = threadIdx.x; i < n; i += 256) ss += double(x[i]) * double(x[i]);
+    } else {
+        if (LOADS == 1 && i < n) wi = w[i];
+        for (int i0 = threadIdx.x; i0 < n; i0 += 256 * RUN) {
+            float v[RUN];
+#pragma unroll
+            for (int k = 0; k < RUN; k++) v[k] = i0 + 256 * k < n ? x[i0 + 256 * k] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < RUN; k++) {
+                if (i0 + 256 * k < n) ss = __fma_rn(double(v[k]), double(v[k]), ss);
+                if (i0 + 256 * k == i) xi = v[k];
+            }
+        }
+    }
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0) partial[warp] = ss;
     __syncthreads();
     double t = 0;
     for (int k = 0; k < 8; k++) t += partial[k];
     const float scale = float(1.0 / sqrt(t / double(n) + double(eps)));
-    const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
     float v = 0;
     if (i < n) {
-        v = x[i] * scale * w[i];
+        v = LOADS ? xi * scale * wi : x[i] * scale * w[i];
         out[i] = v;
     }
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
@@ -221,12 +259,19 @@ void launch_rms_norm_batch(const float* x, const float* w, float* out, int n_row
                            int8_t* xq, float* xd, float* xs, cudaStream_t s) {
     // Groups of 256 share one scale only when n allows them (K-format consumers need n % 256 == 0 anyway).
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
-    if (n_rows == 1 && detail::norm_trigger_early(xq && n % 32 == 0))
-        launch(rms_norm_kernel<true>, unsigned((n + 255) / 256), 256, s, x, w, out, n, eps, qb,
-               n % 32 == 0 ? xq : nullptr, xd, xs);
-    else
-        launch(rms_norm_kernel<>, dim3(unsigned((n + 255) / 256), unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
-               n % 32 == 0 ? xq : nullptr, xd, xs);
+    const bool trigger = n_rows == 1 && detail::norm_trigger_early(xq && n % 32 == 0);
+    // Default (-1): mode 2 on the single-row RMSNorm that quantizes (Q8_0 tg128 +0.3-0.7 %, Q4_K_M +0.5-1.0 %), mode 0
+    // elsewhere (F16's f32 consumers -0.2 to -0.4 %, the B=8 step -1.8 % with mode 2; docs/cuda-decode-log.md).
+    const int mode = detail::norm_loads();
+    const int loads = mode >= 0 ? mode : n_rows == 1 && xq && n % 32 == 0 ? 2 : 0;
+    auto kernel = trigger ? (loads == 2   ? rms_norm_kernel<true, 2>
+                             : loads == 1 ? rms_norm_kernel<true, 1>
+                                          : rms_norm_kernel<true, 0>)
+                          : (loads == 2   ? rms_norm_kernel<false, 2>
+                             : loads == 1 ? rms_norm_kernel<false, 1>
+                                          : rms_norm_kernel<false, 0>);
+    launch(kernel, dim3(unsigned((n + 255) / 256), trigger ? 1u : unsigned(n_rows)), 256, s, x, w, out, n, eps, qb,
+           n % 32 == 0 ? xq : nullptr, xd, xs);
 }
 
 void launch_rms_norm(const float* x, const float* w, float* out, int n, float eps, int q_block, int8_t* xq, float* xd,
