@@ -7,6 +7,7 @@
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
+//                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_stream; --only TYPE) [--q6k-check]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -439,6 +440,41 @@ void check_qkm_products() {
     }
 }
 
+// The Q6_K products streamed by warps (cuda::set_q6k_stream) through the lean path: against the CPU matmul and
+// bit-equal to the plain launches, for every mode and the parameters offered (partial last runs of rows, early and
+// other blocks), and rows of 2, 3 (12,288: an empty fourth chunk) and 4 chunks.
+void check_q6k_stream() {
+    struct item {
+        int64_t n_in, n_out_b;
+        int mode, rpw;
+    };
+    const item items[] = {{14336, 131, 1, 0},    {14336, 131, 1, 3},  {14336, 4100, 5, 0},   {14336, 35, 5, 2},
+                          {12288, 67, 1, 0},     {16384, 66, 5, 1},   {4096, 1025, 2, 0},    {4096, 67, 6, 5},
+                          {4096, 20001, 6, 0},   {256, 33, 2, 4},     {2816, 77, 7, 0},      {14336, 130, 7, 7},
+                          {14336, 131, 16, 0},   {14336, 131, 20, 5}, {4096, 1025, 32, 3},   {14336, 131, 64, 16},
+                          {14336, 131, 64, 17},  {14336, 77, 64, 28}, {14336, 35, 64, 32},   {14336, 35, 64, 33},
+                          {14336, 130, 64, 40},  {14336, 67, 64, 42}, {14336, 67, 64, 44},   {14336, 131, 64, 48},
+                          {14336, 131, 64, 64},  {12288, 67, 64, 33}, {4096, 1025, 128, 16}, {4096, 1025, 128, 33},
+                          {4096, 1001, 128, 42}, {4096, 99, 128, 44}, {4096, 1025, 128, 48}, {4096, 1027, 128, 64},
+                          {256, 33, 128, 32}};
+    const int mode0 = cuda::q6k_stream();
+    for (const auto& it : items) {
+        try {
+            cuda::set_q6k_stream(it.mode, it.rpw);
+            const auto r = test::compare_qkm_products(it.n_in, 5, it.n_out_b, cuda::k_qkm_lean_q6k,
+                                                      uint64_t(it.n_in + it.n_out_b + it.mode));
+            cuda::set_q6k_stream(mode0);
+            report(r.nmse <= 1e-9 && r.bit_equal,
+                   fmt::format("q6k stream mode {} rows per warp {} Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
+                               "bit-equal to the plain launches: {}",
+                               it.mode, it.rpw, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
+        } catch (const std::exception& e) {
+            cuda::set_q6k_stream(mode0);
+            report(false, fmt::format("q6k stream mode {}: {}", it.mode, e.what()));
+        }
+    }
+}
+
 void check_attention() {
     struct item {
         int n_pos, n_head, n_head_kv, head_dim;
@@ -711,8 +747,8 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list;
+    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -756,6 +792,10 @@ int main(int argc, char** argv) {
             batch_masks = argv[++i];
         else if (a == "--norm-bench" && i + 1 < argc)
             norm_list = argv[++i];
+        else if (a == "--q6k-bench" && i + 1 < argc)
+            q6k_list = argv[++i];
+        else if (a == "--q6k-check")
+            q6k_check = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -807,10 +847,13 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(tmp);
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
-        if (do_checks) {
+        if (q6k_check) {
+            check_q6k_stream();
+        } else if (do_checks) {
             check_batch_products();
             check_matvec();
             check_qkm_products();
+            check_q6k_stream();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
@@ -861,6 +904,8 @@ int main(int argc, char** argv) {
         }
         if (!batch_masks.empty()) {
             bench_batch_step(only, batch_masks);
+        } else if (!q6k_list.empty()) {
+            bench_q6k(bw, q6k_list, only);
         } else if (!norm_list.empty()) {
             bench_norm(bw, norm_list, only);
         } else if (!prefetch_list.empty()) {

@@ -96,6 +96,23 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
     }
 }
 
+// The Q6_K products streamed by warps (set_q6k_stream): bit-equal to the plain launches.
+TEST(cuda_backend, q6k_stream_matches_the_plain_launches) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    struct item {
+        int64_t n_in, n_out_b;
+        int mode, rpw;
+    };
+    for (const item& it : {item{14336, 131, 1, 0}, item{14336, 77, 5, 3}, item{12288, 35, 1, 2}, item{4096, 1025, 2, 0},
+                           item{4096, 67, 6, 3}, item{256, 9, 2, 0}}) {
+        cuda::set_q6k_stream(it.mode, it.rpw);
+        const auto r = test::compare_qkm_products(it.n_in, 5, it.n_out_b, cuda::k_qkm_lean_q6k, uint64_t(it.n_in));
+        cuda::set_q6k_stream(0);
+        EXPECT_LE(r.nmse, 1e-9) << "mode " << it.mode << " n_in " << it.n_in;
+        EXPECT_TRUE(r.bit_equal) << "mode " << it.mode << " n_in " << it.n_in;
+    }
+}
+
 // RoPE + f16 KV cache + split attention against the CPU engine's ops.
 TEST(cuda_backend, attention_matches_the_cpu_ops) {
     MEMTILE_SKIP_WITHOUT_CUDA();

@@ -50,6 +50,10 @@ bandwidth_probe probe_bandwidth();
 // (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
 // step and the bandwidth limit.
 double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+// The same by the decode step's launch (launch_matvec_qkm with the fusion mask `bits` where it takes the product, else
+// launch_matvec; 0: launch_matvec only); warm: every launch on the same copy (what stays of it in the L2).
+double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows = 0,
+                         int warps = 0);
 
 // The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
@@ -124,6 +128,20 @@ void set_decode_fusion(unsigned mask);
 // token 47 (a near tie).
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
+// The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) in other forms (matvec-q6k.cu,
+// docs/cuda-decode-log.md "Session 10 (branch gq6k10)"), all bit-equal to the lean kernels; mode bits, for the down
+// product (2 x 4 rows, one task per thread) / the 2 x 1 products (the output matrix):
+// - 1 / 2: streamed by warps, each taking a run of `param` whole rows (0: as many as fill one wave of resident warps)
+//   with the next units (a row's 32 tasks) in flight while it computes one; with 4 three units in flight instead of two
+//   (four for the 2 x 1 products), with 8 one;
+// - 16 / 32: the lean block whose first `param` blocks (0: one per SM) load their first row's weights before the PDL
+//   wait (with 4: the down at 1 row x 4 warps);
+// - 64 / 128: the lean block at R rows and a register budget for MINB blocks per SM, param = 16 R + MINB (MINB 0:
+//   ptxas's default; 1: no limit); the pairs offered are listed in launch_q6k_stream.
+// param: bits 0..7 for the down product, bits 8..15 for the 2 x 1 products where nonzero (else bits 0..7). 0 off
+// (default). Or MEMTILE_CUDA_Q6K=MODE[,PARAM]; read when a graph is captured.
+void set_q6k_stream(int mode, int param = 0);
+int q6k_stream();  // the current mode
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
