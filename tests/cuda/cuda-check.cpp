@@ -7,7 +7,7 @@
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
-//                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_stream; --only TYPE) [--q6k-check]
+//                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -440,39 +440,48 @@ void check_qkm_products() {
     }
 }
 
-// The Q6_K products streamed by warps (cuda::set_q6k_stream) through the lean path: against the CPU matmul and
-// bit-equal to the plain launches, for every mode and the parameters offered (partial last runs of rows, early and
-// other blocks), and rows of 2, 3 (12,288: an empty fourth chunk) and 4 chunks.
-void check_q6k_stream() {
+// The Q6_K lean products at other register budgets (cuda::set_q6k_variant; the default: the down product at 64
+// registers) against the CPU matmul and bit-equal to the plain launches: the default, every (R, MINB) offered for the 2
+// x 4 (n_in 8,192 .. 16,384: 2 to 4 warps with tasks) and 2 x 1 products, the combined parameter, odd row counts (the
+// clamped last rows); a pair not offered must be refused.
+void check_q6k_variants() {
     struct item {
         int64_t n_in, n_out_b;
-        int mode, rpw;
+        int mode, param;
     };
-    const item items[] = {{14336, 131, 1, 0},    {14336, 131, 1, 3},  {14336, 4100, 5, 0},   {14336, 35, 5, 2},
-                          {12288, 67, 1, 0},     {16384, 66, 5, 1},   {4096, 1025, 2, 0},    {4096, 67, 6, 5},
-                          {4096, 20001, 6, 0},   {256, 33, 2, 4},     {2816, 77, 7, 0},      {14336, 130, 7, 7},
-                          {14336, 131, 16, 0},   {14336, 131, 20, 5}, {4096, 1025, 32, 3},   {14336, 131, 64, 16},
-                          {14336, 131, 64, 17},  {14336, 77, 64, 28}, {14336, 35, 64, 32},   {14336, 35, 64, 33},
-                          {14336, 130, 64, 40},  {14336, 67, 64, 42}, {14336, 67, 64, 44},   {14336, 131, 64, 48},
-                          {14336, 131, 64, 64},  {12288, 67, 64, 33}, {4096, 1025, 128, 16}, {4096, 1025, 128, 33},
-                          {4096, 1001, 128, 42}, {4096, 99, 128, 44}, {4096, 1025, 128, 48}, {4096, 1027, 128, 64},
-                          {256, 33, 128, 32}};
-    const int mode0 = cuda::q6k_stream();
+    const int c = 40 + 256 * 42;  // down 2 x 4 at MINB 8, 2 x 1 at MINB 10
+    const item items[] = {
+        {14336, 131, 0, 0},  {12288, 67, 0, 0},   {16384, 66, 0, 0},   {8192, 35, 0, 0},    {14336, 77, 1, 0},
+        {14336, 131, 2, 16}, {14336, 131, 2, 32}, {14336, 35, 2, 33},  {14336, 67, 2, 38},  {14336, 67, 2, 39},
+        {14336, 131, 2, 40}, {14336, 131, 2, 41}, {14336, 35, 2, 42},  {14336, 131, 2, 48}, {14336, 131, 2, 53},
+        {14336, 67, 2, 54},  {4096, 1025, 4, 16}, {4096, 1025, 4, 32}, {4096, 1001, 4, 33}, {4096, 99, 4, 40},
+        {4096, 1025, 4, 41}, {4096, 1025, 4, 42}, {4096, 1027, 4, 48}, {4096, 1027, 4, 56}, {4096, 1025, 4, 64},
+        {256, 33, 4, 32},    {2816, 77, 4, 33},   {4096, 1025, 6, c},  {14336, 131, 6, c},  {4096, 513, 0, 0}};
+    const int mode0 = cuda::q6k_variant();
     for (const auto& it : items) {
         try {
-            cuda::set_q6k_stream(it.mode, it.rpw);
+            cuda::set_q6k_variant(it.mode, it.param);
             const auto r = test::compare_qkm_products(it.n_in, 5, it.n_out_b, cuda::k_qkm_lean_q6k,
                                                       uint64_t(it.n_in + it.n_out_b + it.mode));
-            cuda::set_q6k_stream(mode0);
+            cuda::set_q6k_variant(mode0);
             report(r.nmse <= 1e-9 && r.bit_equal,
-                   fmt::format("q6k stream mode {} rows per warp {} Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
+                   fmt::format("q6k variant mode {} param {} Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
                                "bit-equal to the plain launches: {}",
-                               it.mode, it.rpw, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
+                               it.mode, it.param, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
         } catch (const std::exception& e) {
-            cuda::set_q6k_stream(mode0);
-            report(false, fmt::format("q6k stream mode {}: {}", it.mode, e.what()));
+            cuda::set_q6k_variant(mode0);
+            report(false, fmt::format("q6k variant mode {} param {}: {}", it.mode, it.param, e.what()));
         }
     }
+    bool refused = false;
+    try {
+        cuda::set_q6k_variant(2, 16 * 5 + 3);
+        test::compare_qkm_products(14336, 5, 33, cuda::k_qkm_lean_q6k, 1);
+    } catch (const std::exception&) {
+        refused = true;
+    }
+    cuda::set_q6k_variant(mode0);
+    report(refused, "q6k variant: a pair of rows and budget that is not offered (5 rows, 3 blocks per SM) is refused");
 }
 
 void check_attention() {
@@ -848,12 +857,12 @@ int main(int argc, char** argv) {
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
         if (q6k_check) {
-            check_q6k_stream();
+            check_q6k_variants();
         } else if (do_checks) {
             check_batch_products();
             check_matvec();
             check_qkm_products();
-            check_q6k_stream();
+            check_q6k_variants();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);

@@ -128,20 +128,16 @@ void set_decode_fusion(unsigned mask);
 // token 47 (a near tie).
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
-// The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) in other forms (matvec-q6k.cu,
-// docs/cuda-decode-log.md "Session 10 (branch gq6k10)"), all bit-equal to the lean kernels; mode bits, for the down
-// product (2 x 4 rows, one task per thread) / the 2 x 1 products (the output matrix):
-// - 1 / 2: streamed by warps, each taking a run of `param` whole rows (0: as many as fill one wave of resident warps)
-//   with the next units (a row's 32 tasks) in flight while it computes one; with 4 three units in flight instead of two
-//   (four for the 2 x 1 products), with 8 one;
-// - 16 / 32: the lean block whose first `param` blocks (0: one per SM) load their first row's weights before the PDL
-//   wait (with 4: the down at 1 row x 4 warps);
-// - 64 / 128: the lean block at R rows and a register budget for MINB blocks per SM, param = 16 R + MINB (MINB 0:
-//   ptxas's default; 1: no limit); the pairs offered are listed in launch_q6k_stream.
-// param: bits 0..7 for the down product, bits 8..15 for the 2 x 1 products where nonzero (else bits 0..7). 0 off
-// (default). Or MEMTILE_CUDA_Q6K=MODE[,PARAM]; read when a graph is captured.
-void set_q6k_stream(int mode, int param = 0);
-int q6k_stream();  // the current mode
+// The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) at other register budgets
+// (matvec-q6k.cu, docs/cuda-decode-log.md "Session 10 (branch gq6k10)"), bit-equal to them. By default (mode 0) the
+// down product (2 x 4 rows, one task per thread) runs at 64 registers, 8 blocks per SM (Q4_K_M tg128 +0.8-1.1 %); mode
+// bits: 1 every Q6_K product by the session-8 lean kernels (52 registers; for A/B), 2 / 4 the down / the 2 x 1 products
+// (the output matrix) at R rows per warp group and a budget of MINB blocks per SM, param = 16 R + MINB (MINB 0: ptxas's
+// default budget, 1: no limit; bits 0..7 for the down product, bits 8..15 for the 2 x 1 products where nonzero, else
+// bits 0..7; the pairs offered are listed in matvec-q6k.cu). Or MEMTILE_CUDA_Q6K=MODE[,PARAM]; read when a graph is
+// captured.
+void set_q6k_variant(int mode, int param = 0);
+int q6k_variant();  // the current mode
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a

@@ -62,10 +62,10 @@ void cuda::set_norm_fusion(int) {
 int cuda::norm_fusion() {
     not_compiled();
 }
-void cuda::set_q6k_stream(int, int) {
+void cuda::set_q6k_variant(int, int) {
     not_compiled();
 }
-int cuda::q6k_stream() {
+int cuda::q6k_variant() {
     not_compiled();
 }
 void cuda::set_decode_fusion(unsigned) {
