@@ -173,6 +173,45 @@ void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, cons
     cuda::set_decode_fusion(cuda::k_decode_fusion_default);
 }
 
+// The Q6_K lean products at other register budgets (cuda::set_q6k_variant): each entry of `list`
+// ("MODE[,ROWS PER WARP]", e.g. "0;1;5;1,1"; the list run twice, alternated) gives the Q6_K products alone through the
+// decode step's launch (GB/s of weight bytes, 20 launches in one graph: the down matrix with cold weights and with
+// every launch on one copy, the output matrix cold), then tg128 of Q4_K_M (`--only TYPE`: that file type instead).
+void bench_q6k(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
+    const auto& preset = find_preset("llama3-8b");
+    const int mode0 = cuda::q6k_variant();
+    const unsigned bits = cuda::k_decode_fusion_default;
+    fmt::print(
+        "\nQ6_K product variants (set_q6k_variant), llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} "
+        "GB/s:\n",
+        bw.hbm_read_gbs);
+    const file_type ft = only.empty() ? file_type::q4_k_m : file_type_from_name(only).value_or(file_type::q4_k_m);
+    for (int pass = 0; pass < 2; pass++)
+        for (const auto& e : split_list(list)) {
+            try {
+                char* end = nullptr;
+                const int mode = int(std::strtol(e.c_str(), &end, 0));
+                const int param = end && *end == ',' ? int(std::strtol(end + 1, nullptr, 0)) : 0;
+                cuda::set_q6k_variant(mode, param);
+                const double down = cuda::bench_matvec_bits(dtype::q6_k, 14336, 4096, 20, bits, false);
+                const double down_warm = cuda::bench_matvec_bits(dtype::q6_k, 14336, 4096, 20, bits, true);
+                const double out = cuda::bench_matvec_bits(dtype::q6_k, 4096, 128256, 20, bits, false);
+                auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+                const double tps = 128 / d->bench_decode(128, 16, 1);
+                const double bytes = double(d->streamed_bytes_per_token());
+                fmt::print(
+                    "  q6k {:<6} down {:5.0f} warm {:5.0f} output {:5.0f} GB/s  {:<7} tg128 {:7.1f} tok/s  {:6.2f} "
+                    "us/layer  ratio {:.3f}\n",
+                    e, down, down_warm, out, file_type_name(ft), tps, 1e6 / tps / preset.config.n_layer,
+                    tps * bytes / (bw.hbm_read_gbs * 1e9));
+                std::fflush(stdout);
+            } catch (const std::exception& ex) {
+                report(false, fmt::format("bench q6k {}: {}", e, ex.what()));
+            }
+        }
+    cuda::set_q6k_variant(mode0);
+}
+
 // The RMSNorm from parts (cuda::set_norm_fusion) in the decode step: tg128 of each file type in each listed mode (e.g.
 // "0;1;2", the list run twice, alternated); `--only TYPE` picks one file type.
 void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {

@@ -8,6 +8,7 @@
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--plan-bench "PLAN;PLAN;..."] (cuda::set_early_plan specs; "-": none)
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
+//                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -507,6 +508,50 @@ void check_qkm_products() {
     }
 }
 
+// The Q6_K lean products at other register budgets (cuda::set_q6k_variant; the default: the down product at 64
+// registers) against the CPU matmul and bit-equal to the plain launches: the default, every (R, MINB) offered for the 2
+// x 4 (n_in 8,192 .. 16,384: 2 to 4 warps with tasks) and 2 x 1 products, the combined parameter, odd row counts (the
+// clamped last rows); a pair not offered must be refused.
+void check_q6k_variants() {
+    struct item {
+        int64_t n_in, n_out_b;
+        int mode, param;
+    };
+    const int c = 40 + 256 * 42;  // down 2 x 4 at MINB 8, 2 x 1 at MINB 10
+    const item items[] = {
+        {14336, 131, 0, 0},  {12288, 67, 0, 0},   {16384, 66, 0, 0},   {8192, 35, 0, 0},    {14336, 77, 1, 0},
+        {14336, 131, 2, 16}, {14336, 131, 2, 32}, {14336, 35, 2, 33},  {14336, 67, 2, 38},  {14336, 67, 2, 39},
+        {14336, 131, 2, 40}, {14336, 131, 2, 41}, {14336, 35, 2, 42},  {14336, 131, 2, 48}, {14336, 131, 2, 53},
+        {14336, 67, 2, 54},  {4096, 1025, 4, 16}, {4096, 1025, 4, 32}, {4096, 1001, 4, 33}, {4096, 99, 4, 40},
+        {4096, 1025, 4, 41}, {4096, 1025, 4, 42}, {4096, 1027, 4, 48}, {4096, 1027, 4, 56}, {4096, 1025, 4, 64},
+        {256, 33, 4, 32},    {2816, 77, 4, 33},   {4096, 1025, 6, c},  {14336, 131, 6, c},  {4096, 513, 0, 0}};
+    const int mode0 = cuda::q6k_variant();
+    for (const auto& it : items) {
+        try {
+            cuda::set_q6k_variant(it.mode, it.param);
+            const auto r = test::compare_qkm_products(it.n_in, 5, it.n_out_b, cuda::k_qkm_lean_q6k,
+                                                      uint64_t(it.n_in + it.n_out_b + it.mode));
+            cuda::set_q6k_variant(mode0);
+            report(r.nmse <= 1e-9 && r.bit_equal,
+                   fmt::format("q6k variant mode {} param {} Q6_K {}x{} vs CPU matmul NMSE {:.1e} (tol 1e-9), "
+                               "bit-equal to the plain launches: {}",
+                               it.mode, it.param, it.n_out_b, it.n_in, r.nmse, r.bit_equal ? "yes" : "NO"));
+        } catch (const std::exception& e) {
+            cuda::set_q6k_variant(mode0);
+            report(false, fmt::format("q6k variant mode {} param {}: {}", it.mode, it.param, e.what()));
+        }
+    }
+    bool refused = false;
+    try {
+        cuda::set_q6k_variant(2, 16 * 5 + 3);
+        test::compare_qkm_products(14336, 5, 33, cuda::k_qkm_lean_q6k, 1);
+    } catch (const std::exception&) {
+        refused = true;
+    }
+    cuda::set_q6k_variant(mode0);
+    report(refused, "q6k variant: a pair of rows and budget that is not offered (5 rows, 3 blocks per SM) is refused");
+}
+
 void check_attention() {
     struct item {
         int n_pos, n_head, n_head_kv, head_dim;
@@ -779,8 +824,8 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, plan_list;
+    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, plan_list, q6k_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -826,6 +871,10 @@ int main(int argc, char** argv) {
             norm_list = argv[++i];
         else if (a == "--plan-bench" && i + 1 < argc)
             plan_list = argv[++i];
+        else if (a == "--q6k-bench" && i + 1 < argc)
+            q6k_list = argv[++i];
+        else if (a == "--q6k-check")
+            q6k_check = true;
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -878,11 +927,14 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(tmp);
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
-        if (do_checks) {
+        if (q6k_check) {
+            check_q6k_variants();
+        } else if (do_checks) {
             check_batch_products();
             check_matvec();
             check_argmax();
             check_qkm_products();
+            check_q6k_variants();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
@@ -936,6 +988,8 @@ int main(int argc, char** argv) {
             bench_batch_step(only, batch_masks);
         } else if (!plan_list.empty()) {
             bench_plan(bw, plan_list, only);
+        } else if (!q6k_list.empty()) {
+            bench_q6k(bw, q6k_list, only);
         } else if (!norm_list.empty()) {
             bench_norm(bw, norm_list, only);
         } else if (!prefetch_list.empty()) {

@@ -102,6 +102,25 @@ TEST(cuda_backend, qkm_products_match_the_plain_launches) {
     }
 }
 
+// The Q6_K lean products at other register budgets (set_q6k_variant; the default: the down product at 64 registers):
+// bit-equal to the plain launches.
+TEST(cuda_backend, q6k_variants_match_the_plain_launches) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    struct item {
+        int64_t n_in, n_out_b;
+        int mode, param;
+    };
+    for (const item& it :
+         {item{14336, 131, 0, 0}, item{12288, 35, 0, 0}, item{14336, 77, 2, 33}, item{14336, 67, 2, 48},
+          item{4096, 1025, 4, 42}, item{4096, 67, 4, 48}, item{256, 9, 4, 16}}) {
+        cuda::set_q6k_variant(it.mode, it.param);
+        const auto r = test::compare_qkm_products(it.n_in, 5, it.n_out_b, cuda::k_qkm_lean_q6k, uint64_t(it.n_in));
+        cuda::set_q6k_variant(0);
+        EXPECT_LE(r.nmse, 1e-9) << "mode " << it.mode << " param " << it.param << " n_in " << it.n_in;
+        EXPECT_TRUE(r.bit_equal) << "mode " << it.mode << " param " << it.param << " n_in " << it.n_in;
+    }
+}
+
 // RoPE + f16 KV cache + split attention against the CPU engine's ops.
 TEST(cuda_backend, attention_matches_the_cpu_ops) {
     MEMTILE_SKIP_WITHOUT_CUDA();

@@ -50,6 +50,10 @@ bandwidth_probe probe_bandwidth();
 // (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
 // step and the bandwidth limit.
 double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+// The same by the decode step's launch (launch_matvec_qkm with the fusion mask `bits` where it takes the product, else
+// launch_matvec; 0: launch_matvec only); warm: every launch on the same copy (what stays of it in the L2).
+double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows = 0,
+                         int warps = 0);
 
 // The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
@@ -127,6 +131,16 @@ void set_decode_fusion(unsigned mask);
 // token 47 (a near tie).
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
+// The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) at other register budgets
+// (matvec-q6k.cu, docs/cuda-decode-log.md "Session 10 (branch gq6k10)"), bit-equal to them. By default (mode 0) the
+// down product (2 x 4 rows, one task per thread) runs at 64 registers, 8 blocks per SM (Q4_K_M tg128 +0.8-1.1 %); mode
+// bits: 1 every Q6_K product by the session-8 lean kernels (52 registers; for A/B), 2 / 4 the down / the 2 x 1 products
+// (the output matrix) at R rows per warp group and a budget of MINB blocks per SM, param = 16 R + MINB (MINB 0: ptxas's
+// default budget, 1: no limit; bits 0..7 for the down product, bits 8..15 for the 2 x 1 products where nonzero, else
+// bits 0..7; the pairs offered are listed in matvec-q6k.cu). Or MEMTILE_CUDA_Q6K=MODE[,PARAM]; read when a graph is
+// captured.
+void set_q6k_variant(int mode, int param = 0);
+int q6k_variant();  // the current mode
 // Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
 // at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a

@@ -36,6 +36,9 @@ cuda::bandwidth_probe cuda::probe_bandwidth() {
 double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int) {
     not_compiled();
 }
+double cuda::bench_matvec_bits(dtype, int64_t, int64_t, int, unsigned, bool, int, int) {
+    not_compiled();
+}
 std::vector<float> cuda::matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
@@ -60,6 +63,12 @@ void cuda::set_norm_fusion(int) {
     not_compiled();
 }
 int cuda::norm_fusion() {
+    not_compiled();
+}
+void cuda::set_q6k_variant(int, int) {
+    not_compiled();
+}
+int cuda::q6k_variant() {
     not_compiled();
 }
 void cuda::set_decode_fusion(unsigned) {

@@ -22,6 +22,11 @@ bool k_format(dtype t) {
 }  // namespace
 
 double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps) {
+    return bench_matvec_bits(t, n_in, n_out, reps, 0, false, rows, warps);
+}
+
+double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows,
+                         int warps) {
     require_device();
     if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
     gpu_weight w;
@@ -33,7 +38,7 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     device_arena arena;
     // Enough copies that the set is several times the L2: each launch reads a cold copy.
     const uint64_t bytes = uint64_t(w.q_row_bytes * n_out + d_row * n_out * 2);
-    const int copies = int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
+    const int copies = warm ? 1 : int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
     std::vector<gpu_weight> ws;
     for (int i = 0; i < copies; i++) {
         gpu_weight c = w;
@@ -59,7 +64,10 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-    for (int r = 0; r < reps; r++) launch_matvec(ws[size_t(r % copies)], x, xq, xd, xs, y, false, s);
+    for (int r = 0; r < reps; r++) {
+        const gpu_weight& c = ws[size_t(r % copies)];
+        if (!bits || !launch_matvec_qkm(c, xq, xd, xs, y, false, bits, s)) launch_matvec(c, x, xq, xd, xs, y, false, s);
+    }
     const cudaError_t launch_error = cudaGetLastError();
     check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
     force_matvec_shape({});

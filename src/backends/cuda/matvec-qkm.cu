@@ -25,6 +25,7 @@
 #include "backends/cuda/matvec-qkm.h"
 
 #include "backends/cuda/matvec-common.cuh"
+#include "backends/cuda/matvec-q6k.h"
 
 namespace memtile::cuda {
 namespace detail {
@@ -336,6 +337,8 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
 bool launch_matvec_qkm(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
                        bool accumulate, unsigned bits, cudaStream_t s) {
     if (w.n_in % 256 != 0) return false;
+    // The lean Q6_K products at the register budgets of matvec-q6k.h (the down product's default; set_q6k_variant).
+    if ((bits & k_qkm_lean_q6k) && launch_q6k_lean(w, xq, xd, y, accumulate, s)) return true;
     const int acc = accumulate ? 1 : 0;
     auto run = [&](auto kernel, int64_t rows_per_block) {
         launch(kernel, unsigned((w.n_out + rows_per_block - 1) / rows_per_block), 32 * k_block_warps, s, w, xq, xd, xs,
