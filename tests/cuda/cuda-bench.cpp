@@ -243,46 +243,6 @@ void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const 
     cuda::set_norm_fusion(mode0);
 }
 
-// Early-load plans of the Q8_0 Wo and Q/K/V products (cuda::set_early_plan) and the RMSNorm's loads
-// (cuda::set_norm_loads): tg128 of Q8_0, Q4_K_M, F16 and Q4_0 (`--only`: those named) with each item of `list`
-// (';'-separated, "[nMODE:]PLAN", "-": no plan; the default norm mode -1 unless given), the list run twice (alternated,
-// for the drift within the run).
-void bench_plan(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
-    const auto& preset = find_preset("llama3-8b");
-    fmt::print(
-        "\nearly-load plans / norm loads, llama3-8b shapes, random weights, tg128 after 16, probe {:.0f} GB/s:\n",
-        bw.hbm_read_gbs);
-    const file_type fts[] = {file_type::q8_0, file_type::q4_k_m, file_type::f16, file_type::q4_0};
-    for (file_type ft : fts) {
-        if (!only.empty() && only.find(file_type_name(ft)) == std::string::npos) continue;
-        for (int pass = 0; pass < 2; pass++)
-            for (const auto& e : split_list(list)) {
-                try {
-                    int mode = -1;
-                    std::string plan = e;
-                    if (plan.size() > 2 && plan[0] == 'n' && plan.find(':') != std::string::npos) {
-                        mode = int(std::strtol(plan.c_str() + 1, nullptr, 10));
-                        plan = plan.substr(plan.find(':') + 1);
-                    }
-                    cuda::set_norm_loads(mode);
-                    cuda::set_early_plan(plan == "-" ? nullptr : plan.c_str());
-                    auto d = cuda::decoder::random(preset.config, ft, 512, 11);
-                    const double tps = 128 / d->bench_decode(128, 16, 1);
-                    const double bytes = double(d->streamed_bytes_per_token());
-                    fmt::print("  {:<7} plan {:<28} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
-                               file_type_name(ft), e, tps, 1e6 / tps / preset.config.n_layer,
-                               tps * bytes / (bw.hbm_read_gbs * 1e9));
-                    std::fflush(stdout);
-                } catch (const std::exception& ex) {
-                    report(false, fmt::format("bench plan {} {}: {}", e, file_type_name(ft), ex.what()));
-                }
-            }
-    }
-    cuda::set_early_plan(std::getenv("MEMTILE_CUDA_EARLY_PLAN"));
-    const char* nl = std::getenv("MEMTILE_CUDA_NORM_LOADS");
-    cuda::set_norm_loads(nl ? int(std::strtol(nl, nullptr, 10)) : -1);
-}
-
 // Weight loads before the PDL wait (cuda::set_matvec_early) in the decode step: tg128 of each file type at each listed
 // level, the list run twice (alternated, for the drift within the run); `--only TYPE` picks one file type.
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {

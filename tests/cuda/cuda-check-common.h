@@ -62,7 +62,6 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep);
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
-void bench_plan(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_q6k(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_prefetch(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_batch_decode(const std::string& only);

@@ -157,12 +157,6 @@ void set_matvec_early(int level);
 // setting (for A/B benchmarks). Default (and tasks < 0): 1 task of the Wo product, the trigger before f32 consumers
 // (1, 2 | 32, -1), the only settings measured faster.
 void set_matvec_prefetch(int tasks, unsigned mask, int carveout);
-// Early-load plans of the Q8_0 Wo and Q/K/V products of the decode step (matvec-plan.h, docs/cuda-decode-log.md
-// "Session 10 (branch gq8a10)"): spec "WO_LO,WO_FROM,WO_HI,WO_NS,QKV_LO,QKV_FROM,QKV_HI,QKV_NS": blocks below FROM load
-// LO tasks per row and thread before the PDL wait, the others HI, after a sleep of ~NS ns (0: none); LO < 0 or a field
-// left out: that product keeps the plain kernel at the early level. null / "": no plan (default). Or
-// MEMTILE_CUDA_EARLY_PLAN; read when a graph is captured; bit-equal results with any plan (for A/B benchmarks).
-void set_early_plan(const char* spec);
 // How the RMSNorm kernel of the decode steps loads its row (ops.cu, docs/cuda-decode-log.md "Session 10 (branch
 // gq8a10)"): 0 a strided loop (four dependent L2 round trips per thread at n_embd 4,096); 1 each thread's elements in
 // runs of 16 loaded before they are summed, the norm weight with them; 2 as 1 with the norm weight loaded before the

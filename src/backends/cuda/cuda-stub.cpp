@@ -80,9 +80,6 @@ void cuda::set_matvec_early(int) {
 void cuda::set_matvec_prefetch(int, unsigned, int) {
     not_compiled();
 }
-void cuda::set_early_plan(const char*) {
-    not_compiled();
-}
 void cuda::set_norm_loads(int) {
     not_compiled();
 }

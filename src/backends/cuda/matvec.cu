@@ -3,14 +3,12 @@
 #include <cstdlib>
 
 #include "backends/cuda/matvec-common.cuh"
-#include "backends/cuda/matvec-plan.h"
 
 namespace memtile::cuda {
 namespace detail {
 
 void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
-    if (w.type == dtype::q8_0 && launch_q8_0_planned(w, xq, xd, y, accumulate, shape, s)) return;
     if (w.type == dtype::q8_0)
         launch_early<dtype::q8_0>(w, x, xq, xd, xs, y, accumulate, shape, s);
     else
