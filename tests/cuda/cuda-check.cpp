@@ -7,6 +7,7 @@
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
+//                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -391,6 +392,31 @@ void check_matvec() {
     }
 }
 
+// The Q4_K forms of cuda::set_q4k_matvec (matvec-q4k.cu) on GGUF rows: every mode against the CPU engine's matmul and
+// bit-equal to the plain kernel; one task per thread (n_in <= 4,096), the loop (14,336, 20,480), partial warps (2,816:
+// 44 tasks, 768, 256), odd and single rows.
+void check_q4k_modes() {
+    const int64_t shapes[][2] = {{4096, 642}, {4096, 77}, {14336, 131}, {2816, 77}, {256, 33}, {20480, 35}, {768, 1}};
+    for (int mode = 1; mode <= 7; mode++) {
+        double worst = 0;
+        int equal = 0, n = 0;
+        try {
+            for (const auto& sh : shapes) {
+                const auto r = test::compare_q4k_mode(sh[0], sh[1], mode, uint64_t(sh[0] + sh[1] + mode));
+                worst = std::max(worst, r.nmse);
+                equal += r.bit_equal ? 1 : 0;
+                n++;
+            }
+            report(worst <= 1e-9 && equal == n,
+                   fmt::format("q4k matvec mode {}: {} shapes vs CPU matmul worst NMSE {:.1e} (tol 1e-9), bit-equal to "
+                               "the plain kernel: {} of {}",
+                               mode, n, worst, equal, n));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("q4k matvec mode {}: {}", mode, e.what()));
+        }
+    }
+}
+
 // The Q4_K_M products of matvec-qkm.h (pair launch and its variants, the alternative Q4_K kernels) against the CPU
 // matmul and bit-equal to the plain launches; odd row counts cover the clamped last rows.
 void check_qkm_products() {
@@ -712,7 +738,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q4k_modes;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -756,6 +782,8 @@ int main(int argc, char** argv) {
             batch_masks = argv[++i];
         else if (a == "--norm-bench" && i + 1 < argc)
             norm_list = argv[++i];
+        else if (a == "--q4k-modes" && i + 1 < argc)
+            q4k_modes = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -811,6 +839,7 @@ int main(int argc, char** argv) {
             check_batch_products();
             check_matvec();
             check_qkm_products();
+            check_q4k_modes();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
@@ -859,7 +888,10 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!batch_masks.empty()) {
+        if (!q4k_modes.empty()) {
+            if (!do_checks) check_q4k_modes();
+            bench_q4k(bw, q4k_modes);
+        } else if (!batch_masks.empty()) {
             bench_batch_step(only, batch_masks);
         } else if (!norm_list.empty()) {
             bench_norm(bw, norm_list, only);

@@ -47,9 +47,9 @@ bandwidth_probe probe_bandwidth();
 
 // Matrix-vector products y = W x on random [n_out, n_in] weights of type t, `reps` launches back to back in
 // one CUDA graph, each on a cold copy; GB/s of weight bytes streamed. rows/warps: the block shape
-// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
-// step and the bandwidth limit.
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). warm: every launch on the same copy (it stays in L2
+// where it fits). For locating the gap between the decode step and the bandwidth limit.
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0, bool warm = false);
 
 // The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
@@ -129,6 +129,13 @@ int norm_fusion();  // the current mode
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
 // graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
+// The Q4_K products of the single-sequence step at their default shape (2 rows x 2 warps) in the forms of
+// matvec-q4k.cu, all bit-equal to the plain kernel (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)"); mode bits:
+// 1 the activations staged once per block in shared memory, 2 lane pairs (512 contiguous weight bytes per load
+// instruction), 4 one warp per row pair (both of the plain kernel's warps of a row), 8 with the others: only where n_in
+// <= 4,096 (not the down product); 0 (default) the plain kernel. Or
+// MEMTILE_CUDA_Q4K=MODE; read when a graph is captured (for A/B benchmarks). The pair launch's Q/K is not covered.
+void set_q4k_matvec(int mode);
 // Weights staged in shared memory before the PDL wait (docs/cuda-decode-log.md, "Session 7 (branch gpre)"): each thread
 // of a Q8_0 / Q4_0 product copies its next `tasks` tasks of each row (after the early-level ones) by cp.async into
 // dynamic shared memory while the previous kernel still runs, and computes them from there after the wait (Q4_K: the

@@ -33,7 +33,7 @@ void cuda::load_blas() {
 cuda::bandwidth_probe cuda::probe_bandwidth() {
     not_compiled();
 }
-double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int) {
+double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int, bool) {
     not_compiled();
 }
 std::vector<float> cuda::matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
@@ -63,6 +63,9 @@ void cuda::set_decode_fusion(unsigned) {
     not_compiled();
 }
 void cuda::set_matvec_early(int) {
+    not_compiled();
+}
+void cuda::set_q4k_matvec(int) {
     not_compiled();
 }
 void cuda::set_matvec_prefetch(int, unsigned, int) {

@@ -20,7 +20,7 @@ bool k_format(dtype t) {
 
 }  // namespace
 
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps) {
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps, bool warm) {
     require_device();
     if (!matvec_supported(t)) fail("cuda", "no CUDA matvec for {}", dtype_name(t));
     gpu_weight w;
@@ -32,7 +32,7 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, in
     device_arena arena;
     // Enough copies that the set is several times the L2: each launch reads a cold copy.
     const uint64_t bytes = uint64_t(w.q_row_bytes * n_out + d_row * n_out * 2);
-    const int copies = int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
+    const int copies = warm ? 1 : int(std::max<uint64_t>(2, (1ull << 30) / std::max<uint64_t>(bytes, 1) + 1));
     std::vector<gpu_weight> ws;
     for (int i = 0; i < copies; i++) {
         gpu_weight c = w;

@@ -7,6 +7,8 @@ void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s) {
     switch (w.type) {
         case dtype::q4_k:
+            // The bit-equal forms of matvec-q4k.cu at the default shape (set_q4k_matvec).
+            if (shape.rows == 2 && shape.warps == 2 && launch_matvec_q4k(w, xq, xd, xs, y, accumulate, s)) break;
             // Staged (matvec_prefetch, k_prefetch_q4k_wo): the one task per thread of a 2 x 2 product with n_in <=
             // 4,096 (Wo) only.
             if (shape.rows == 2 && shape.warps == 2 && w.n_in <= 4096 && (matvec_prefetch().mask & k_prefetch_q4k_wo) &&
