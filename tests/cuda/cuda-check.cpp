@@ -392,12 +392,15 @@ void check_matvec() {
     }
 }
 
-// The Q4_K forms of cuda::set_q4k_matvec (matvec-q4k.cu) on GGUF rows: every mode against the CPU engine's matmul and
-// bit-equal to the plain kernel; one task per thread (n_in <= 4,096), the loop (14,336, 20,480), partial warps (2,816:
-// 44 tasks, 768, 256), odd and single rows.
+// The Q4_K lane-pair products of cuda::set_q4k_matvec (matvec-q4k.cuh), bit-equal to the plain kernel: on GGUF rows
+// against the CPU engine's matmul and the plain launches (one task per thread at n_in 4,096, the loop at 14,336 and
+// 20,480, partial warps at 2,816 (44 tasks), 768, 256, odd and single rows); the pair launch's Q/K (4,096: 642 + 130,
+// lean pair) against the plain launches; and a decode step of llama3-8b shapes (random Q4_K_M: every Q4_K product
+// class) against mode 0, logits of 6 steps.
 void check_q4k_modes() {
     const int64_t shapes[][2] = {{4096, 642}, {4096, 77}, {14336, 131}, {2816, 77}, {256, 33}, {20480, 35}, {768, 1}};
-    for (int mode = 1; mode <= 7; mode++) {
+    const int modes[] = {2, 2 | 16, 2 | 8, 2 | 16 | 32};
+    for (int mode : modes) {
         double worst = 0;
         int equal = 0, n = 0;
         try {
@@ -414,6 +417,58 @@ void check_q4k_modes() {
         } catch (const std::exception& e) {
             report(false, fmt::format("q4k matvec mode {}: {}", mode, e.what()));
         }
+    }
+    try {
+        const int64_t n_in = 4096, na = 642, nb = 130;
+        test::uniform_source next(77);
+        std::vector<float> wa(static_cast<size_t>(n_in * na)), wb(static_cast<size_t>(n_in * nb)),
+            x(static_cast<size_t>(n_in));
+        for (auto& v : wa) v = next() * 0.05f;
+        for (auto& v : wb) v = next() * 0.05f;
+        for (auto& v : x) v = next();
+        const auto ra = quantize_tensor(dtype::q4_k, wa.data(), na, n_in);
+        const auto rb = quantize_tensor(dtype::q6_k, wb.data(), nb, n_in);
+        const unsigned bits = cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_lean_pair;
+        cuda::set_q4k_matvec(0);
+        const auto plain = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), 0);
+        int equal = 0;
+        for (int mode : {2 | 32, 2 | 16 | 32}) {
+            cuda::set_q4k_matvec(mode);
+            const auto got = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), bits);
+            equal += got.size() == plain.size() && std::memcmp(got.data(), plain.data(), got.size() * 4) == 0 ? 1 : 0;
+        }
+        cuda::set_q4k_matvec(0);
+        report(equal == 2, fmt::format("q4k pair launch (Q4_K 642x4096 + Q6_K 130x4096, modes 34 and 50) bit-equal to "
+                                       "the plain launches: {} of 2",
+                                       equal));
+    } catch (const std::exception& e) {
+        cuda::set_q4k_matvec(0);
+        report(false, fmt::format("q4k pair launch: {}", e.what()));
+    }
+    try {
+        const auto& preset = find_preset("llama3-8b");
+        std::vector<std::vector<float>> ref;
+        int differ[2] = {}, k = 0;
+        for (int mode : {0, 2 | 32, 2 | 16 | 32}) {
+            cuda::set_q4k_matvec(mode);
+            auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 64, 11);
+            for (int i = 0; i < 6; i++) {
+                const auto l = d->forward(int32_t(3 + 11 * i));
+                if (mode == 0)
+                    ref.emplace_back(l.begin(), l.end());
+                else if (std::memcmp(l.data(), ref[size_t(i)].data(), ref[size_t(i)].size() * 4) != 0)
+                    differ[k]++;
+            }
+            if (mode != 0) k++;
+        }
+        cuda::set_q4k_matvec(0);
+        report(differ[0] == 0 && differ[1] == 0,
+               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 34 / 50 vs 0: {} / {} steps differ "
+                           "(bit-equal expected)",
+                           differ[0], differ[1]));
+    } catch (const std::exception& e) {
+        cuda::set_q4k_matvec(0);
+        report(false, fmt::format("q4k decode: {}", e.what()));
     }
 }
 

@@ -768,16 +768,6 @@ void launch_matvec_legacy(const gpu_weight& w, const float* x, const int8_t* xq,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
 void launch_matvec_kquant(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
                           float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
-// The Q4_K product forms of matvec-q4k.cu (bit-equal to the plain 2 x 2 kernel), bits of set_q4k_matvec's mode
-// (cuda-backend.h): activations in shared memory, lane pairs (contiguous weight loads), one warp per row pair.
-constexpr int k_q4k_smem_act = 1;
-constexpr int k_q4k_lane_pairs = 2;
-constexpr int k_q4k_one_warp = 4;
-constexpr int k_q4k_short_only = 8;  // the forms only where n_in <= 4,096
-int q4k_matvec_mode();
-// w through the mode's form; false where the mode is 0 or does not cover w (then the plain kernel runs).
-bool launch_matvec_q4k(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y,
-                       bool accumulate, cudaStream_t s);
 void launch_matvec_float(const gpu_weight& w, const float* x, const int8_t* xq, const float* xd, const float* xs,
                          float* y, bool accumulate, matvec_shape shape, cudaStream_t s);
 

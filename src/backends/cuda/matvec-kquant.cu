@@ -1,5 +1,5 @@
 // Decode matrix-vector kernels of the K formats (Q4_K, Q5_K, Q6_K); see matvec-common.cuh.
-#include "backends/cuda/matvec-common.cuh"
+#include "backends/cuda/matvec-q4k.cuh"
 
 namespace memtile::cuda::detail {
 
