@@ -131,6 +131,7 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
 // the Q4_K_M step alone (cold copies; Wo and Q/K also from a warm L2), then tg128 of Q4_K_M with each mode (the list
 // twice, alternated).
 void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes) {
+    const int mode0 = cuda::q4k_matvec();
     std::vector<int> list;
     for (const auto& e : split_list(modes)) list.push_back(int(std::strtol(e.c_str(), nullptr, 0)));
     if (list.empty()) list = {0, 1};
@@ -172,7 +173,7 @@ void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes) {
                 report(false, fmt::format("q4k bench mode {}: {}", mode, e.what()));
             }
         }
-    cuda::set_q4k_matvec(0);
+    cuda::set_q4k_matvec(mode0);
 }
 
 // Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with each mask of `masks` (default "0;2";

@@ -139,7 +139,7 @@ inline qkm_comparison compare_qkm_products(int64_t n_in, int64_t n_out_a, int64_
 }
 
 // A Q4_K matvec ([n_out, n_in] random rows) through the form `mode` of cuda::set_q4k_matvec against the CPU engine's
-// matmul (NMSE) and whether it is bit-equal to the plain kernel (mode 0). Leaves mode 0 set.
+// matmul (NMSE) and whether it is bit-equal to the plain kernel (mode 0). The mode set before is restored.
 inline qkm_comparison compare_q4k_mode(int64_t n_in, int64_t n_out, int mode, uint64_t seed) {
     uniform_source next(seed);
     std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
@@ -151,11 +151,12 @@ inline qkm_comparison compare_q4k_mode(int64_t n_in, int64_t n_out, int mode, ui
     std::vector<float> cpu_y(static_cast<size_t>(n_out));
     thread_pool pool(std::min(thread_pool::default_threads(), 16));
     cpu::matmul(*pw, x.data(), 1, cpu_y.data(), pool);
+    const int before = cuda::q4k_matvec();
     cuda::set_q4k_matvec(0);
     const auto plain = cuda::matvec_gguf_rows(dtype::q4_k, rows.data(), n_in, n_out, x.data());
     cuda::set_q4k_matvec(mode);
     const auto gpu = cuda::matvec_gguf_rows(dtype::q4_k, rows.data(), n_in, n_out, x.data());
-    cuda::set_q4k_matvec(0);
+    cuda::set_q4k_matvec(before);
     qkm_comparison r;
     r.nmse = nmse(gpu, cpu_y);
     r.bit_equal = plain.size() == gpu.size() &&

@@ -129,13 +129,14 @@ int norm_fusion();  // the current mode
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
 // graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
-// The Q4_K products of the single-sequence step at their default shape (2 rows x 2 warps) in the forms of
-// matvec-q4k.cu, all bit-equal to the plain kernel (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)"); mode bits:
-// 1 the activations staged once per block in shared memory, 2 lane pairs (512 contiguous weight bytes per load
-// instruction), 4 one warp per row pair (both of the plain kernel's warps of a row), 8 with the others: only where n_in
-// <= 4,096 (not the down product); 0 (default) the plain kernel. Or
-// MEMTILE_CUDA_Q4K=MODE; read when a graph is captured (for A/B benchmarks). The pair launch's Q/K is not covered.
+// The Q4_K products of the single-sequence step at their default shape (2 rows x 2 warps) in lane pairs
+// (matvec-q4k.cuh: 512 contiguous weight bytes per load instruction), bit-equal to the plain kernel
+// (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)"). Mode bits: 2 lane pairs for the plain launches; with 2: 8
+// only where n_in <= 4,096 (not the down product), 32 also the Q/K of the Q/K + V pair launch (matvec-qkm.h); 0 the
+// plain kernels. Default 2 (tg128 +0.6 % on the H200); or MEMTILE_CUDA_Q4K=MODE; read when a graph is captured (for A/B
+// benchmarks).
 void set_q4k_matvec(int mode);
+int q4k_matvec();  // the current mode
 // Weights staged in shared memory before the PDL wait (docs/cuda-decode-log.md, "Session 7 (branch gpre)"): each thread
 // of a Q8_0 / Q4_0 product copies its next `tasks` tasks of each row (after the early-level ones) by cp.async into
 // dynamic shared memory while the previous kernel still runs, and computes them from there after the wait (Q4_K: the

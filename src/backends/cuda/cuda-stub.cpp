@@ -68,6 +68,9 @@ void cuda::set_matvec_early(int) {
 void cuda::set_q4k_matvec(int) {
     not_compiled();
 }
+int cuda::q4k_matvec() {
+    not_compiled();
+}
 void cuda::set_matvec_prefetch(int, unsigned, int) {
     not_compiled();
 }

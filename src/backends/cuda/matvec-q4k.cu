@@ -1,7 +1,7 @@
 // The Q4_K products of the single-sequence step in lane pairs (matvec-q4k.cuh), bit-equal to the plain 2 x 2 kernel;
 // set_q4k_matvec / MEMTILE_CUDA_Q4K (cuda-backend.h), read when a graph is captured. docs/cuda-decode-log.md, "Session
 // 10 (branch gq4k10)", also for the forms measured slower and removed (activations staged in shared memory, one warp
-// per row pair; commit 913882c).
+// per row pair: commit 913882c; a leaner lane-pair kernel and 4 rows per pair of warps: commit 34fbe62).
 #include <cstdlib>
 
 #include "backends/cuda/matvec-q4k.cuh"
@@ -10,14 +10,14 @@ namespace memtile::cuda {
 namespace detail {
 namespace {
 
-template <int R, int NT>
+template <bool ONE>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_q4k_lp_kernel(q4k_args a, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
-    q4k_lp_block<R, NT>(a, int(blockIdx.x), xq, xd, xs, y, accumulate);
+    q4k_lp_block<ONE>(a, int(blockIdx.x), xq, xd, xs, y, accumulate);
 }
 
 bool g_q4k_set = false;
-int g_q4k = 0;
+int g_q4k = k_q4k_lane_pairs;  // measured faster in the step (tg128 +0.6 %, docs/cuda-decode-log.md)
 
 }  // namespace
 
@@ -34,17 +34,9 @@ bool launch_matvec_q4k(const gpu_weight& w, const int8_t* xq, const float* xd, c
     const int mode = q4k_matvec_mode();
     q4k_args a;
     if (!(mode & k_q4k_lane_pairs) || ((mode & k_q4k_short_only) && w.n_in > 4096) || !q4k_args_of(w, a)) return false;
-    const bool four = mode & k_q4k_rows4;
-    const unsigned blocks = unsigned((w.n_out + (four ? 7 : 3)) / (four ? 8 : 4));
-    const int acc = accumulate ? 1 : 0;
-    auto go = [&](auto k2, auto k4) {
-        launch(four ? k4 : k2, blocks, 32 * k_block_warps, s, a, xq, xd, xs, y, acc);
-        return true;
-    };
-    // n_in 4,096 with its task count known (no per-lane bounds; 52 / 64 registers); the loop form at 2 rows (64
-    // registers; a known 224 tasks unrolled to 88, the loop at 4 rows to 118).
-    if (w.n_in == 4096) return go(matvec_q4k_lp_kernel<2, 64>, matvec_q4k_lp_kernel<4, 64>);
-    launch(matvec_q4k_lp_kernel<2, 0>, unsigned((w.n_out + 3) / 4), 32 * k_block_warps, s, a, xq, xd, xs, y, acc);
+    const unsigned blocks = unsigned((w.n_out + 3) / 4);
+    launch(w.n_in <= 4096 ? matvec_q4k_lp_kernel<true> : matvec_q4k_lp_kernel<false>, blocks, 32 * k_block_warps, s, a,
+           xq, xd, xs, y, accumulate ? 1 : 0);
     return true;
 }
 
@@ -55,6 +47,10 @@ void set_q4k_matvec(int mode);
 void set_q4k_matvec(int mode) {
     detail::q4k_matvec_mode();
     detail::g_q4k = mode;
+}
+int q4k_matvec();
+int q4k_matvec() {
+    return detail::q4k_matvec_mode();
 }
 
 }  // namespace memtile::cuda

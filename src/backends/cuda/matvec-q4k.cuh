@@ -15,10 +15,9 @@
 
 namespace memtile::cuda::detail {
 
-// Bits of set_q4k_matvec's mode (cuda-backend.h). Bits 1 and 4 were forms measured slower and removed.
+// Bits of set_q4k_matvec's mode (cuda-backend.h). Bits 1, 4 and 16 were forms measured slower and removed.
 constexpr int k_q4k_lane_pairs = 2;
 constexpr int k_q4k_short_only = 8;    // only where n_in <= 4,096 (not the down product)
-constexpr int k_q4k_rows4 = 16;        // 4 rows per pair of warps instead of 2 (the activation loads shared by 4)
 constexpr int k_q4k_pair_launch = 32;  // also the Q/K of the pair launch (matvec-qkm.cu)
 int q4k_matvec_mode();
 // w through the lane-pair kernel (matvec-q4k.cu); false where the mode has no k_q4k_lane_pairs or does not cover w
@@ -65,93 +64,95 @@ __device__ __forceinline__ void q4k_finish(int isum, uint32_t sm, uint32_t dm, f
     acc += dd.x * ad * float(isum) - dd.y * mn;
 }
 
-// Block blk of the product: 4 warps, 2 groups of R rows (rows R (2 blk + g) ..), 2 warps per row; y[row] (+)= the row's
-// sum, rows past n_out repeat the last one and are not stored. NT: the tasks per row (n_in / 64) when known at compile
-// time (a multiple of 32: no per-lane bounds), else 0.
-template <int R, int NT>
+// A lane's loaded step: piece p of tasks A = m and B = m + 16 of its warp's 32 (w0 = A's, w1 = B's) for the two rows,
+// sa / sb their scale words, dm the d/dmin word of the task it owns (A for p = 0, B for p = 1).
+struct q4k_lp_step {
+    int4 w0[2], w1[2];
+    uint32_t sa[2], sb[2], dm[2];
+};
+
+// Block blk of the product: 4 warps, 2 groups of 2 rows (rows 2 (2 blk + g), + 1), 2 warps per row (warp j of a row:
+// the plain kernel's tasks 32 j + l + 64 k); y[row] (+)= the row's sum, rows past n_out repeat the last one and are not
+// stored. ONE: at most one step (n_in <= 4,096). The code of the first form measured (H200 run 1); a leaner rewrite
+// (per-lane base pointers, the task count known at compile time) was faster from L2 but slower from DRAM and in the
+// step (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)").
+template <bool ONE>
 __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const int8_t* xq, const float* xd,
                                              const float* xs, float* y, int accumulate) {
-    static_assert(R == 2 || R == 4, "2 or 4 rows per group");
-    static_assert(NT % 32 == 0, "whole warps of tasks");
-    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), group = warp >> 1, j = warp & 1;
+    constexpr int R = 2;
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), group = warp >> 1;
+    const int j = warp & 1;  // the row's warp
     const int row0 = (blk * 2 + group) * R;
-    const int n = NT > 0 ? NT : a.n_in >> 6;
-    const int m = lane >> 1, p = lane & 1;
-    // Per step k (tasks base = 32 j + 64 k): piece p of task base + m at qb + 32 base, of base + m + 16 512 bytes on;
-    // their scale words at sd + 20 base / 16 (+ 20), the owned task's d/dmin word 20 p + 16 + m / 4 words on; the
-    // activations of task t at xq + 64 t (unit p and p + 2 of a piece p); the owned task's group scales at 2 t.
-    const uint8_t* qb[R];
-    const uint32_t* sd[R];
+    const int n = a.n_in >> 6;  // tasks per row
+    const uint8_t* q[R];
+    const uint32_t* side[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const unsigned row = unsigned(min(row0 + r, a.n_out - 1));
-        qb[r] = a.q + size_t(row) * unsigned(a.row_bytes) + 16 * lane + 1024 * j;
-        sd[r] = a.side + size_t(row) * unsigned(a.side_row) + 40 * j;
+        q[r] = a.q + size_t(row) * unsigned(a.row_bytes);
+        side[r] = a.side + size_t(row) * unsigned(a.side_row);
     }
-    const int8_t* xb = xq + 64 * m + 16 * p + 2048 * j;
-    const int own = m + 16 * p;
-    const float* db = xd + 2 * own + 64 * j;
-    const float* sb = xs + 2 * own + 64 * j;
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0;
-    griddep_wait();
-    griddep_launch();
-    auto step = [&](int k) {
-        const int base = 32 * j + 64 * k;  // warp-uniform: base < n checked by the caller
-        const bool va = NT > 0 || base + m<n, vb = NT> 0 || base + 16 + m < n, vo = p ? vb : va;
-        const int4 z = make_int4(0, 0, 0, 0);
-        int4 w0[R], w1[R];
-        uint32_t sa[R], sbw[R], dm[R];
+    const int m = lane >> 1, p = lane & 1;
+    auto task_a = [&](int k) { return 32 * j + 64 * k + m; };  // task A of step k; B = A + 16
+    auto load = [&](int k, q4k_lp_step& st) {
+        const int ta = task_a(k), tb = ta + 16, to = p ? tb : ta;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            w0[r] = va ? load_stream(qb[r] + 2048 * k) : z;
-            w1[r] = vb ? load_stream(qb[r] + 2048 * k + 512) : z;
-            const uint32_t* s = sd[r] + 80 * k;
-            sa[r] = va ? __ldg(s + m) : 0u;
-            sbw[r] = vb ? __ldg(s + 20 + m) : 0u;
-            dm[r] = vo ? __ldg(s + 20 * p + 16 + (m >> 2)) : 0u;
-        }
-        const int8_t* x = xb + 4096 * k;
-        const int4 aal = va ? load_act(x) : z, aah = va ? load_act(x + 32) : z;
-        const int4 bal = vb ? load_act(x + 1024) : z, bah = vb ? load_act(x + 1056) : z;
-        const float ad = vo ? db[128 * k] : 0.0f;
-        const float2 as = vo ? *reinterpret_cast<const float2*>(sb + 128 * k) : make_float2(0, 0);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int ia = q4k_piece_isum(w0[r], sa[r], aal, aah), ib = q4k_piece_isum(w1[r], sbw[r], bal, bah);
-            const int other = __shfl_xor_sync(0xffffffffu, p ? ia : ib, 1);
-            if (vo) q4k_finish((p ? ib : ia) + other, p ? sbw[r] : sa[r], dm[r], as, ad, acc[r]);
+            if (ta < n) {
+                st.w0[r] = load_stream(q[r] + 32 * ta + 16 * p);
+                st.sa[r] = __ldg(side[r] + q4k_sm_word(ta >> 2) + (ta & 3));
+            }
+            if (tb < n) {
+                st.w1[r] = load_stream(q[r] + 32 * tb + 16 * p);
+                st.sb[r] = __ldg(side[r] + q4k_sm_word(tb >> 2) + (tb & 3));
+            }
+            if (to < n) st.dm[r] = __ldg(side[r] + q4k_dm_word(to >> 2));
         }
     };
-    if (NT == 64 || n <= 64) {
-        if (32 * j < n) step(0);
-    } else {
-#pragma unroll 2
-        for (int k = 0; 32 * j + 64 * k < n; k++) step(k);
+    float acc[R] = {0, 0};
+    auto compute = [&](int k, const q4k_lp_step& st) {
+        const int ta = task_a(k), tb = ta + 16, to = p ? tb : ta;
+        if (32 * j + 64 * k >= n) return;  // warp-uniform (the shuffles below need every lane)
+        const int4 z = make_int4(0, 0, 0, 0);
+        const int4 aal = ta < n ? load_act(xq + 64 * ta + 16 * p) : z,
+                   aah = ta < n ? load_act(xq + 64 * ta + 16 * p + 32) : z;
+        const int4 bal = tb < n ? load_act(xq + 64 * tb + 16 * p) : z,
+                   bah = tb < n ? load_act(xq + 64 * tb + 16 * p + 32) : z;
+        const int g = (to >> 2) * 8 + 2 * (to & 3);
+        const float ad = to < n ? xd[g] : 0.0f;
+        const float2 as = to < n ? *reinterpret_cast<const float2*>(xs + g) : make_float2(0, 0);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int ia = ta < n ? q4k_piece_isum(st.w0[r], st.sa[r], aal, aah) : 0;
+            const int ib = tb < n ? q4k_piece_isum(st.w1[r], st.sb[r], bal, bah) : 0;
+            const int other = __shfl_xor_sync(0xffffffffu, p ? ia : ib, 1);
+            if (to < n) q4k_finish((p ? ib : ia) + other, p ? st.sb[r] : st.sa[r], st.dm[r], as, ad, acc[r]);
+        }
+    };
+    griddep_wait();
+    griddep_launch();
+    {
+        q4k_lp_step st;
+        load(0, st);
+        compute(0, st);
     }
-    // The plain lane l's sum is in lane 2 (l % 16) + l / 16: its warp sum by the offsets 1, 16, 8, 4, 2, the R rows'
-    // sums transposed (row r in the lanes whose bits 0 (and 4, R = 4) spell r).
-    float cur[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) cur[r] = acc[r];
-    constexpr int o[5] = {1, 16, 8, 4, 2};
-    constexpr int L = R == 2 ? 1 : 2;
-    int half = R;
-#pragma unroll
-    for (int s = 0; s < L; s++) {
-        half /= 2;
-        const bool up = (lane & o[s]) != 0;
-#pragma unroll
-        for (int i = 0; i < half; i++) {
-            const float keep = up ? cur[half + i] : cur[i], send = up ? cur[i] : cur[half + i];
-            cur[i] = keep + __shfl_xor_sync(0xffffffffu, send, o[s]);
+    if constexpr (!ONE) {
+#pragma unroll 2
+        for (int k = 1; 32 * j + 64 * k < n; k++) {
+            q4k_lp_step st;
+            load(k, st);
+            compute(k, st);
         }
     }
+    // The plain lane l's sum is in lane 2 (l % 16) + l / 16: its warp sum by the offsets 1, 16, 8, 4, 2, the first
+    // step transposed over the two rows (row r ends in the lanes whose bit 0 is r).
+    const bool up = lane & 1;
+    float sum = (up ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, up ? acc[0] : acc[1], 1);
+    constexpr int o[4] = {16, 8, 4, 2};
 #pragma unroll
-    for (int s = L; s < 5; s++) cur[0] += __shfl_xor_sync(0xffffffffu, cur[0], o[s]);
+    for (int s = 0; s < 4; s++) sum += __shfl_xor_sync(0xffffffffu, sum, o[s]);
     __shared__ float part[k_block_warps][R];
-    if ((lane & (R == 2 ? 30 : 14)) == 0) part[warp][R == 2 ? lane : 2 * (lane & 1) + (lane >> 4)] = cur[0];
+    if (lane < R) part[warp][lane] = sum;
     __syncthreads();
     const int tid = 32 * j + lane;
     if (tid >= R) return;

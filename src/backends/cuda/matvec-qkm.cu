@@ -136,9 +136,8 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         kq_lean_block<dtype::q4_k, 2, 2, true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
-// The lean pair with its Q/K blocks in lane pairs at R rows per pair of warps (k_q4k_pair_launch of set_q4k_matvec,
-// matvec-q4k.cuh; n_in 4,096).
-template <int R>
+// The lean pair with its Q/K blocks in lane pairs (k_q4k_pair_launch of set_q4k_matvec, matvec-q4k.cuh; n_in <=
+// 4,096).
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_pair_q4k_kernel(q4k_args a, float* ya, kq_lean_args b, float* yb, int nb, const int8_t* xq, const float* xd,
                            const float* xs) {
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     if (blk < nb)
         kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
     else
-        q4k_lp_block<R, 64>(a, blk - nb, xq, xd, xs, ya, 0);
+        q4k_lp_block<true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
 // The lean arguments of w; false where the 32-bit arithmetic does not cover it.
@@ -332,12 +331,9 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
         const int na = int((a.n_out + 3) / 4), nb = int((b.n_out + 7) / 8);
         const int q4k = q4k_matvec_mode();
         q4k_args qa;
-        if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && a.n_in == 4096 && q4k_args_of(a, qa)) {
-            const bool four = q4k & k_q4k_rows4;
-            const int nq = int((a.n_out + (four ? 7 : 3)) / (four ? 8 : 4));
-            return launch(four ? matvec_pair_q4k_kernel<4> : matvec_pair_q4k_kernel<2>, unsigned(nq + nb),
-                          32 * k_block_warps, s, qa, ya, lb, yb, nb, xq, xd, xs);
-        }
+        if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && q4k_args_of(a, qa))
+            return launch(matvec_pair_q4k_kernel, unsigned((a.n_out + 3) / 4 + nb), 32 * k_block_warps, s, qa, ya, lb,
+                          yb, nb, xq, xd, xs);
         return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
                       xs);
     }
