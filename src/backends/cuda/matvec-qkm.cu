@@ -332,8 +332,8 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
         const int q4k = q4k_matvec_mode();
         q4k_args qa;
         if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && q4k_args_of(a, qa))
-            return launch(matvec_pair_q4k_kernel, unsigned((a.n_out + 3) / 4 + nb), 32 * k_block_warps, s, qa, ya, lb,
-                          yb, nb, xq, xd, xs);
+            return launch(matvec_pair_q4k_kernel, unsigned(na + nb), 32 * k_block_warps, s, qa, ya, lb, yb, nb, xq, xd,
+                          xs);
         return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
                       xs);
     }
