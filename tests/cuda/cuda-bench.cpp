@@ -127,6 +127,55 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     }
 }
 
+// The Q4_K forms of cuda::set_q4k_matvec (matvec-q4k.cu): for each mode of `modes` ("0;1;..."), the Q4_K products of
+// the Q4_K_M step alone (cold copies; Wo and Q/K also from a warm L2), then tg128 of Q4_K_M with each mode (the list
+// twice, alternated).
+void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes) {
+    const int mode0 = cuda::q4k_matvec();
+    std::vector<int> list;
+    for (const auto& e : split_list(modes)) list.push_back(int(std::strtol(e.c_str(), nullptr, 0)));
+    if (list.empty()) list = {0, 1};
+    struct mat {
+        int64_t n_in, n_out;
+        const char* name;
+    };
+    const mat mats[] = {{4096, 28672, "gate/up"},
+                        {4096, 4096, "Wo"},
+                        {14336, 4096, "down"},
+                        {4096, 5120, "Q/K"},
+                        {4096, 6144, "Q/K/V"}};
+    fmt::print("\nq4k bench: Q4_K matvec alone (GB/s of weight bytes, 20 launches in one graph), probe {:.0f} GB/s:\n",
+               bw.hbm_read_gbs);
+    for (int pass = 0; pass < 2; pass++)
+        for (int mode : list) {
+            cuda::set_q4k_matvec(mode);
+            std::string line = fmt::format("  mode {}", mode);
+            for (const auto& m : mats)
+                line += fmt::format("  {} {:5.0f}", m.name, cuda::bench_matvec(dtype::q4_k, m.n_in, m.n_out, 20));
+            line += fmt::format("  warm: Wo {:5.0f}  Q/K {:5.0f}",
+                                cuda::bench_matvec(dtype::q4_k, 4096, 4096, 20, 0, 0, true),
+                                cuda::bench_matvec(dtype::q4_k, 4096, 5120, 20, 0, 0, true));
+            fmt::print("{}\n", line);
+            std::fflush(stdout);
+        }
+    const auto& preset = find_preset("llama3-8b");
+    for (int pass = 0; pass < 2; pass++)
+        for (int mode : list) {
+            try {
+                cuda::set_q4k_matvec(mode);
+                auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 512, 11);
+                const double s = d->bench_decode(128, 16, 1), tps = 128 / s;
+                const double bytes = double(d->streamed_bytes_per_token());
+                fmt::print("  q4k mode {} Q4_K_M tg128 {:7.1f} tok/s  {:7.1f} us/token  ratio {:.3f}\n", mode, tps,
+                           1e6 / tps, tps * bytes / (bw.hbm_read_gbs * 1e9));
+                std::fflush(stdout);
+            } catch (const std::exception& e) {
+                report(false, fmt::format("q4k bench mode {}: {}", mode, e.what()));
+            }
+        }
+    cuda::set_q4k_matvec(mode0);
+}
+
 // Decode-step fusions (cuda::set_decode_fusion): tg128 of each file type with each mask of `masks` (default "0;2";
 // the list run twice, alternated, for the drift within the run), then the batched step at B=8 (which does not use
 // them) against the single-sequence graph of the first and last mask.

@@ -8,6 +8,7 @@
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 //                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
+//                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -449,6 +450,87 @@ void check_argmax() {
     }
 }
 
+// The Q4_K lane-pair products of cuda::set_q4k_matvec (matvec-q4k.cuh), bit-equal to the plain kernel: on GGUF rows
+// against the CPU engine's matmul and the plain launches (one task per thread at n_in 4,096, the loop at 14,336 and
+// 20,480, partial warps at 2,816 (44 tasks), 768, 256, odd and single rows); the pair launch's Q/K (4,096: 642 + 130,
+// lean pair) against the plain launches; and a decode step of llama3-8b shapes (random Q4_K_M: every Q4_K product
+// class) against mode 0, logits of 6 steps.
+void check_q4k_modes() {
+    const int mode0 = cuda::q4k_matvec();
+    const int64_t shapes[][2] = {{4096, 642}, {4096, 77}, {14336, 131}, {2816, 77}, {256, 33}, {20480, 35}, {768, 1}};
+    const int modes[] = {2, 2 | 8, 2 | 32};
+    for (int mode : modes) {
+        double worst = 0;
+        int equal = 0, n = 0;
+        try {
+            for (const auto& sh : shapes) {
+                const auto r = test::compare_q4k_mode(sh[0], sh[1], mode, uint64_t(sh[0] + sh[1] + mode));
+                worst = std::max(worst, r.nmse);
+                equal += r.bit_equal ? 1 : 0;
+                n++;
+            }
+            report(worst <= 1e-9 && equal == n,
+                   fmt::format("q4k matvec mode {}: {} shapes vs CPU matmul worst NMSE {:.1e} (tol 1e-9), bit-equal to "
+                               "the plain kernel: {} of {}",
+                               mode, n, worst, equal, n));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("q4k matvec mode {}: {}", mode, e.what()));
+        }
+    }
+    try {
+        const int64_t n_in = 4096, na = 642, nb = 130;
+        test::uniform_source next(77);
+        std::vector<float> wa(static_cast<size_t>(n_in * na)), wb(static_cast<size_t>(n_in * nb)),
+            x(static_cast<size_t>(n_in));
+        for (auto& v : wa) v = next() * 0.05f;
+        for (auto& v : wb) v = next() * 0.05f;
+        for (auto& v : x) v = next();
+        const auto ra = quantize_tensor(dtype::q4_k, wa.data(), na, n_in);
+        const auto rb = quantize_tensor(dtype::q6_k, wb.data(), nb, n_in);
+        const unsigned bits = cuda::k_qkm_pair | cuda::k_qkm_pair_v2 | cuda::k_qkm_lean_pair;
+        cuda::set_q4k_matvec(0);
+        const auto plain = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), 0);
+        int equal = 0;
+        for (int mode : {2 | 32}) {
+            cuda::set_q4k_matvec(mode);
+            const auto got = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), bits);
+            equal += got.size() == plain.size() && std::memcmp(got.data(), plain.data(), got.size() * 4) == 0 ? 1 : 0;
+        }
+        cuda::set_q4k_matvec(mode0);
+        report(equal == 1, fmt::format("q4k pair launch (Q4_K 642x4096 + Q6_K 130x4096, mode 34) bit-equal to "
+                                       "the plain launches: {} of 1",
+                                       equal));
+    } catch (const std::exception& e) {
+        cuda::set_q4k_matvec(mode0);
+        report(false, fmt::format("q4k pair launch: {}", e.what()));
+    }
+    try {
+        const auto& preset = find_preset("llama3-8b");
+        std::vector<std::vector<float>> ref;
+        int differ[2] = {}, k = 0;
+        for (int mode : {0, 2, 2 | 32}) {
+            cuda::set_q4k_matvec(mode);
+            auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 64, 11);
+            for (int i = 0; i < 6; i++) {
+                const auto l = d->forward(int32_t(3 + 11 * i));
+                if (mode == 0)
+                    ref.emplace_back(l.begin(), l.end());
+                else if (std::memcmp(l.data(), ref[size_t(i)].data(), ref[size_t(i)].size() * 4) != 0)
+                    differ[k]++;
+            }
+            if (mode != 0) k++;
+        }
+        cuda::set_q4k_matvec(mode0);
+        report(differ[0] == 0 && differ[1] == 0,
+               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 2 / 34 vs 0: {} / {} steps differ "
+                           "(bit-equal expected)",
+                           differ[0], differ[1]));
+    } catch (const std::exception& e) {
+        cuda::set_q4k_matvec(mode0);
+        report(false, fmt::format("q4k decode: {}", e.what()));
+    }
+}
+
 // The Q4_K_M products of matvec-qkm.h (pair launch and its variants, the alternative Q4_K kernels) against the CPU
 // matmul and bit-equal to the plain launches; odd row counts cover the clamped last rows.
 void check_qkm_products() {
@@ -814,7 +896,7 @@ int main(int argc, char** argv) {
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -862,6 +944,8 @@ int main(int argc, char** argv) {
             q6k_list = argv[++i];
         else if (a == "--q6k-check")
             q6k_check = true;
+        else if (a == "--q4k-modes" && i + 1 < argc)
+            q4k_modes = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -922,6 +1006,7 @@ int main(int argc, char** argv) {
             check_argmax();
             check_qkm_products();
             check_q6k_variants();
+            check_q4k_modes();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
@@ -971,7 +1056,10 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!batch_masks.empty()) {
+        if (!q4k_modes.empty()) {
+            if (!do_checks) check_q4k_modes();
+            bench_q4k(bw, q4k_modes);
+        } else if (!batch_masks.empty()) {
             bench_batch_step(only, batch_masks);
         } else if (!q6k_list.empty()) {
             bench_q6k(bw, q6k_list, only);

@@ -139,6 +139,33 @@ inline qkm_comparison compare_qkm_products(int64_t n_in, int64_t n_out_a, int64_
     return r;
 }
 
+// A Q4_K matvec ([n_out, n_in] random rows) through the form `mode` of cuda::set_q4k_matvec against the CPU engine's
+// matmul (NMSE) and whether it is bit-equal to the plain kernel (mode 0). The mode set before is restored.
+inline qkm_comparison compare_q4k_mode(int64_t n_in, int64_t n_out, int mode, uint64_t seed) {
+    uniform_source next(seed);
+    std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
+    for (auto& v : w) v = next() * 0.05f;
+    for (auto& v : x) v = next();
+    const std::vector<uint8_t> rows = quantize_tensor(dtype::q4_k, w.data(), n_out, n_in);
+    cpu::weight_view view{dtype::q4_k, rows.data(), n_in, n_out, row_bytes(dtype::q4_k, uint64_t(n_in))};
+    auto pw = cpu::prepare_weight(view);
+    std::vector<float> cpu_y(static_cast<size_t>(n_out));
+    thread_pool pool(std::min(thread_pool::default_threads(), 16));
+    cpu::matmul(*pw, x.data(), 1, cpu_y.data(), pool);
+    const int before = cuda::q4k_matvec();
+    cuda::set_q4k_matvec(0);
+    const auto plain = cuda::matvec_gguf_rows(dtype::q4_k, rows.data(), n_in, n_out, x.data());
+    cuda::set_q4k_matvec(mode);
+    const auto gpu = cuda::matvec_gguf_rows(dtype::q4_k, rows.data(), n_in, n_out, x.data());
+    cuda::set_q4k_matvec(before);
+    qkm_comparison r;
+    r.nmse = nmse(gpu, cpu_y);
+    r.bit_equal = plain.size() == gpu.size() &&
+                  std::equal(plain.begin(), plain.end(), gpu.begin(),
+                             [](float p, float q) { return std::memcmp(&p, &q, sizeof(float)) == 0; });
+    return r;
+}
+
 // Largest |difference| between the GPU's embedding gather of a few rows and the CPU's dequantize_row (both
 // elementwise d * scale * q (- min) products: equal up to float contraction).
 inline double compare_embedding(dtype t, int64_t n_in, int64_t n_out, uint64_t seed) {

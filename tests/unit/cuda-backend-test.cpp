@@ -121,6 +121,18 @@ TEST(cuda_backend, q6k_variants_match_the_plain_launches) {
     }
 }
 
+// The Q4_K lane-pair products (cuda::set_q4k_matvec) against the CPU engine's matmul and bit-equal to the plain kernel:
+// one task per thread (4,096), the loop (14,336), partial warps (2,816: 44 tasks; 256), odd row counts.
+TEST(cuda_backend, q4k_lane_pairs_match_the_plain_kernel) {
+    MEMTILE_SKIP_WITHOUT_CUDA();
+    for (int mode : {2, 2 | 8})
+        for (const auto& sh : {std::pair<int64_t, int64_t>{4096, 77}, {14336, 33}, {2816, 19}, {256, 5}}) {
+            const auto r = test::compare_q4k_mode(sh.first, sh.second, mode, uint64_t(sh.first + mode));
+            EXPECT_LE(r.nmse, 1e-9) << "mode " << mode << " n_in " << sh.first;
+            EXPECT_TRUE(r.bit_equal) << "mode " << mode << " n_in " << sh.first;
+        }
+}
+
 // RoPE + f16 KV cache + split attention against the CPU engine's ops.
 TEST(cuda_backend, attention_matches_the_cpu_ops) {
     MEMTILE_SKIP_WITHOUT_CUDA();

@@ -47,11 +47,11 @@ bandwidth_probe probe_bandwidth();
 
 // Matrix-vector products y = W x on random [n_out, n_in] weights of type t, `reps` launches back to back in
 // one CUDA graph, each on a cold copy; GB/s of weight bytes streamed. rows/warps: the block shape
-// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). For locating the gap between the decode
-// step and the bandwidth limit.
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0);
+// (matvec_shape in cuda-kernels.h; 0: the decode step's choice). warm: every launch on the same copy (it stays in L2
+// where it fits). For locating the gap between the decode step and the bandwidth limit.
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0, int warps = 0, bool warm = false);
 // The same by the decode step's launch (launch_matvec_qkm with the fusion mask `bits` where it takes the product, else
-// launch_matvec; 0: launch_matvec only); warm: every launch on the same copy (what stays of it in the L2).
+// launch_matvec; 0: launch_matvec only).
 double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows = 0,
                          int warps = 0);
 
@@ -146,6 +146,14 @@ int q6k_variant();  // the current mode
 // kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
 // graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
+// The Q4_K products of the single-sequence step at their default shape (2 rows x 2 warps) in lane pairs
+// (matvec-q4k.cuh: 512 contiguous weight bytes per load instruction), bit-equal to the plain kernel
+// (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)"). Mode bits: 2 lane pairs for the plain launches; with 2: 8
+// only where n_in <= 4,096 (not the down product), 32 also the Q/K of the Q/K + V pair launch (matvec-qkm.h); 0 the
+// plain kernels. Default 2 (tg128 +0.6 % on the H200); or MEMTILE_CUDA_Q4K=MODE; read when a graph is captured (for A/B
+// benchmarks).
+void set_q4k_matvec(int mode);
+int q4k_matvec();  // the current mode
 // Weights staged in shared memory before the PDL wait (docs/cuda-decode-log.md, "Session 7 (branch gpre)"): each thread
 // of a Q8_0 / Q4_0 product copies its next `tasks` tasks of each row (after the early-level ones) by cp.async into
 // dynamic shared memory while the previous kernel still runs, and computes them from there after the wait (Q4_K: the

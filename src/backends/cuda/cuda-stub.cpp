@@ -33,7 +33,7 @@ void cuda::load_blas() {
 cuda::bandwidth_probe cuda::probe_bandwidth() {
     not_compiled();
 }
-double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int) {
+double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int, bool) {
     not_compiled();
 }
 double cuda::bench_matvec_bits(dtype, int64_t, int64_t, int, unsigned, bool, int, int) {
@@ -75,6 +75,12 @@ void cuda::set_decode_fusion(unsigned) {
     not_compiled();
 }
 void cuda::set_matvec_early(int) {
+    not_compiled();
+}
+void cuda::set_q4k_matvec(int) {
+    not_compiled();
+}
+int cuda::q4k_matvec() {
     not_compiled();
 }
 void cuda::set_matvec_prefetch(int, unsigned, int) {

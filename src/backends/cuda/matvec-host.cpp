@@ -21,8 +21,8 @@ bool k_format(dtype t) {
 
 }  // namespace
 
-double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps) {
-    return bench_matvec_bits(t, n_in, n_out, reps, 0, false, rows, warps);
+double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows, int warps, bool warm) {
+    return bench_matvec_bits(t, n_in, n_out, reps, 0, warm, rows, warps);
 }
 
 double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows,

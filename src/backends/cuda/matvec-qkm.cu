@@ -24,7 +24,7 @@
 //   task per thread: Q6_K 52 registers instead of 76-80, the pair 48 instead of 80). Q6_K and the pair default on.
 #include "backends/cuda/matvec-qkm.h"
 
-#include "backends/cuda/matvec-common.cuh"
+#include "backends/cuda/matvec-q4k.cuh"
 #include "backends/cuda/matvec-q6k.h"
 
 namespace memtile::cuda {
@@ -135,6 +135,18 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
     else
         kq_lean_block<dtype::q4_k, 2, 2, true>(a, blk - nb, xq, xd, xs, ya, 0);
+}
+
+// The lean pair with its Q/K blocks in lane pairs (k_q4k_pair_launch of set_q4k_matvec, matvec-q4k.cuh; n_in <=
+// 4,096).
+__global__ void __launch_bounds__(32 * k_block_warps)
+    matvec_pair_q4k_kernel(q4k_args a, float* ya, kq_lean_args b, float* yb, int nb, const int8_t* xq, const float* xd,
+                           const float* xs) {
+    const int blk = int(blockIdx.x);
+    if (blk < nb)
+        kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
+    else
+        q4k_lp_block<true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
 // The lean arguments of w; false where the 32-bit arithmetic does not cover it.
@@ -318,6 +330,11 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
     if ((bits & k_qkm_lean_pair) && (bits & k_qkm_pair_v2) && !b_last && !(bits & k_qkm_pair_qk4) && a.n_in <= 4096 &&
         lean_args(a, la) && lean_args(b, lb)) {  // n_in <= 4,096: Q4_K <= 64 tasks over 2 warps, Q6_K <= 32 over 1
         const int na = int((a.n_out + 3) / 4), nb = int((b.n_out + 7) / 8);
+        const int q4k = q4k_matvec_mode();
+        q4k_args qa;
+        if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && q4k_args_of(a, qa))
+            return launch(matvec_pair_q4k_kernel, unsigned(na + nb), 32 * k_block_warps, s, qa, ya, lb, yb, nb, xq, xd,
+                          xs);
         return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
                       xs);
     }
