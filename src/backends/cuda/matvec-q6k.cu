@@ -17,40 +17,22 @@
 #include <stdexcept>
 #include <string>
 
-#include "backends/cuda/matvec-common.cuh"
+#include "backends/cuda/matvec-lean.cuh"
 #include "backends/cuda/matvec-q6k.h"
 
 namespace memtile::cuda {
 namespace detail {
 namespace {
 
-// kq_lean_block<q6_k, R, W, true> of matvec-qkm.cu (every thread at most one task per row) with __launch_bounds__'s
+// kq_lean_block<q6_k, R, W, true> (matvec-lean.cuh: every thread at most one task per row) with __launch_bounds__'s
 // minimum of MINB blocks per SM (0: none, ptxas's default budget; 1: no limit).
 template <int R, int W, int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
-    matvec_q6k_lean_kernel(q6k_lean_args a, const int8_t* xq, const float* xd, float* y, int accumulate) {
-    constexpr int G = k_block_warps / W;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
-    const int tid = (warp % W) * 32 + lane;
-    const int row0 = (int(blockIdx.x) * G + group) * R;
-    const uint8_t* q[R];
-    const uint16_t* d[R];
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const unsigned row = unsigned(min(row0 + r, a.n_out - 1));
-        q[r] = a.q + size_t(row) * unsigned(a.row_bytes);
-        d[r] = a.d + size_t(row) * unsigned(a.d_row);
-        acc[r] = 0;
-    }
-    griddep_wait();
-    griddep_launch();
-    const int n = a.n_in >> 7;
-    if (tid < n) task_q6_k<R>(q, d, xq, xd, tid, n, acc);
-    store_row_sums<R, W, int>(acc, warp, lane, group, tid, row0, a.n_out, y, accumulate);
+    matvec_q6k_lean_kernel(kq_lean_args a, const int8_t* xq, const float* xd, float* y, int accumulate) {
+    kq_lean_block<dtype::q6_k, R, W, true>(a, int(blockIdx.x), xq, xd, nullptr, y, accumulate);
 }
 
-using lean_kernel = void (*)(q6k_lean_args, const int8_t*, const float*, float*, int);
+using lean_kernel = void (*)(kq_lean_args, const int8_t*, const float*, float*, int);
 struct variant {
     int r, minb;
     lean_kernel k;
@@ -134,7 +116,7 @@ bool launch_q6k_lean(const gpu_weight& w, const int8_t* xq, const float* xd, flo
     for (int i = 0; i < n_list; i++)
         if (const variant& v = list[i]; v.r == r && v.minb == minb) {
             const int n_out = int(w.n_out), rows_per_block = r * (four ? 1 : k_block_warps);
-            const q6k_lean_args a{w.q, w.d, n_out, int(w.q_row_bytes), int(w.n_in / 256), int(w.n_in)};
+            const kq_lean_args a{w.q, w.d, n_out, int(w.q_row_bytes), int(w.n_in / 256), int(w.n_in)};
             launch(v.k, unsigned((n_out + rows_per_block - 1) / rows_per_block), 32 * k_block_warps, s, a, xq, xd, y,
                    accumulate ? 1 : 0);
             return true;

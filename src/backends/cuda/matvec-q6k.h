@@ -8,13 +8,6 @@
 
 namespace memtile::cuda {
 
-// The kernel's arguments (32-bit: the launch checks that they fit).
-struct q6k_lean_args {
-    const uint8_t* q;   // row r at q + r row_bytes (device layout, cuda-kernels.h)
-    const uint16_t* d;  // row r's f16 scales at d + r d_row
-    int n_out, row_bytes, d_row, n_in;
-};
-
 // The mode of set_q6k_variant (or MEMTILE_CUDA_Q6K=MODE[,PARAM], read on the first call).
 int q6k_variant_mode();
 // y (+)= w x by the kernel that the mode selects for w (Q6_K whose default shape is 2 x 4 or 2 x 1 with one task per
