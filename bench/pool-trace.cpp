@@ -97,6 +97,9 @@ struct kind_stats {
     double us = 0, bytes = 0;
     std::vector<double> caller_start, worker_start, tail, idle;
     std::vector<double> gap;  // the caller's serial work before the call: previous call's done -> this enter (us)
+    // The same after a previous call that ran on the caller alone [0] or on several threads [1] (whose outputs
+    // are then partly in the other core's cache when the caller reads them).
+    std::vector<double> gap_after[2];
     // Chunk rates (GB/s of the chunk's own wall time): [alone, concurrent][first, next, jump]; concurrent = at
     // least 90 % of the chunk's time overlapped chunks of other threads of the same call.
     std::vector<double> gbs[2][3];
@@ -135,6 +138,7 @@ void analyze(const pool_trace& trace, const std::vector<uint64_t>& bounds, const
         while (ci < n_calls && trace.calls[ci].done <= bounds[size_t(tk) + 1]) calls.push_back(&trace.calls[ci++]);
         const bool known = cb.llama && calls.size() == per_token_calls;
         unrecognized += known ? 0 : 1;
+        bool prev_shared = false;
         for (size_t j = 0; j < calls.size(); j++) {
             const pool_trace::call& cl = *calls[j];
             inside += double(cl.done - cl.enter) / tpu;
@@ -156,6 +160,7 @@ void analyze(const pool_trace& trace, const std::vector<uint64_t>& bounds, const
             st.calls++;
             st.us += call_us;
             st.gap.push_back(double(cl.enter - prev) / tpu);
+            if (j > 0) st.gap_after[prev_shared ? 1 : 0].push_back(double(cl.enter - prev) / tpu);
             st.bytes += bytes;
             auto& chunks = by_call[cl.generation];
             std::sort(chunks.begin(), chunks.end(),
@@ -182,6 +187,7 @@ void analyze(const pool_trace& trace, const std::vector<uint64_t>& bounds, const
                 first[th] = std::min(first[th], ch->start);
                 last[th] = std::max(last[th], ch->stop);
             }
+            prev_shared = std::count(count.begin() + 1, count.end(), 0) < int(count.size()) - 1;
             if (count[0] > 0) st.caller_start.push_back(double(first[0] - cl.publish) / tpu);
             uint64_t lo = UINT64_MAX, hi = 0;
             int active = 0;
@@ -219,7 +225,8 @@ void print_variant(const options& o, const split_variant& v, const std::vector<k
     }
     const double tokens = double(rounds.size()) * o.tg;
     std::printf(
-        "\n| call | per token | us (share of token) | GB/s | serial before us | start caller / worker us | tail us | "
+        "\n| call | per token | us (share of token) | GB/s | serial before us: mean (median after a caller-only / a "
+        "shared call, counts) | start caller / worker us | tail us | "
         "idle | chunk GB/s "
         "alone: first / next / jump (counts) | together: first / next / jump (counts) | split |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -242,11 +249,13 @@ void print_variant(const options& o, const split_variant& v, const std::vector<k
                           median(st.gbs[t][2]), st.gbs[t][0].size(), st.gbs[t][1].size(), st.gbs[t][2].size());
             rates[t] = b;
         }
-        std::printf("| %s | %.1f | %.1f (%.1f %%) | %.1f | %.2f | %.2f / %.2f | %.2f | %.3f | %s | %s | %s |\n",
-                    kind_names[k], double(st.calls) / tokens, st.us / double(st.calls), 100 * st.us / tokens / token_us,
-                    st.us > 0 ? st.bytes / st.us / 1e3 : 0.0, mean(st.gap), median(st.caller_start),
-                    median(st.worker_start), mean(st.tail), mean(st.idle), rates[0].c_str(), rates[1].c_str(),
-                    splits.c_str());
+        std::printf(
+            "| %s | %.1f | %.1f (%.1f %%) | %.1f | %.2f (%.2f / %.2f, %zu/%zu) | %.2f / %.2f | %.2f | %.3f | %s | %s "
+            "| %s |\n",
+            kind_names[k], double(st.calls) / tokens, st.us / double(st.calls), 100 * st.us / tokens / token_us,
+            st.us > 0 ? st.bytes / st.us / 1e3 : 0.0, mean(st.gap), median(st.gap_after[0]), median(st.gap_after[1]),
+            st.gap_after[0].size(), st.gap_after[1].size(), median(st.caller_start), median(st.worker_start),
+            mean(st.tail), mean(st.idle), rates[0].c_str(), rates[1].c_str(), splits.c_str());
     }
 }
 
