@@ -190,7 +190,10 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
     job_ = &fn;
     job_n_ = n;
     job_split_.store(split_, std::memory_order_relaxed);
-    n_chunks_ = std::min<int64_t>(n, int64_t(n_threads_) * (split_ == split::ranges ? range_chunks_ : 4));
+    // split::ranges keeps chunk indices in 24-bit fields (range_word).
+    n_chunks_ = std::min<int64_t>(
+        n, split_ == split::ranges ? std::min<int64_t>(int64_t(n_threads_) * range_chunks_, (int64_t(1) << 24) - 1)
+                                   : int64_t(n_threads_) * 4);
     error_ = nullptr;
     completed_.store(0, std::memory_order_relaxed);
     uint64_t gen;
