@@ -67,11 +67,19 @@ public:
 
     // How parallel_for hands out chunks. interleaved (the default): about 4 chunks per thread, claimed in order
     // by whichever thread asks first, so with two threads each thread's chunks alternate with the other's.
-    // ranges: chunks_per_thread chunks per thread, thread t owning the t-th contiguous share and running it front
+    // ranges: chunks_per_thread chunks per thread, each thread owning one contiguous share and running it front
     // to back (one ascending stream of addresses per thread), then taking what is left of the others' shares
-    // from their backs. Set between calls, from the calling thread.
+    // from their backs; worker t >= 1 owns share t - 1 and the calling thread the last one (so that worker 1,
+    // idle while the caller works between calls, can prefetch the start of the next call: set_idle_prefetch).
+    // Set between calls, from the calling thread.
     enum class split { interleaved, ranges };
     void set_split(split s, int chunks_per_thread = 8);
+
+    // Bytes from p that worker 1 prefetches (prefetcht1) 4 KiB at a time while it waits for jobs (nullptr / 0:
+    // nothing, the default), going back to it after a job until done or until the next call of this. Set by the
+    // caller between calls: cpu::matmul_multi with cpu::set_decode_idle_lookahead names the next decode call's first
+    // weights, which are worker 1's with split::ranges. Prefetches never fault, so any address is safe.
+    void set_idle_prefetch(const void* p, size_t bytes);
 
     // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
     static int default_threads();
@@ -115,6 +123,9 @@ private:
     std::mutex error_mu_;
     std::exception_ptr error_;
     std::atomic<pool_trace*> trace_{nullptr};
+    std::atomic<const uint8_t*> idle_ptr_{nullptr};
+    std::atomic<size_t> idle_bytes_{0};
+    std::atomic<uint64_t> idle_seq_{0};
 };
 
 }  // namespace memtile

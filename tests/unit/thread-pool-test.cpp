@@ -54,8 +54,9 @@ TEST(thread_pool, exceptions_reach_the_caller_and_the_pool_survives) {
     EXPECT_EQ(sum.load(), 100);
 }
 
-// split::ranges: thread t owns the t-th contiguous share of the chunks and runs it front to back (each chunk
-// starting where its previous one ended), then takes chunks of the other shares from their backs (descending).
+// split::ranges: worker t owns the (t - 1)-th contiguous share of the chunks (the caller the last) and runs it front
+// to back (each chunk starting where its previous one ended), then takes chunks of the other shares from their
+// backs (descending).
 TEST(thread_pool, ranges_run_each_share_front_to_back_and_steal_from_the_back) {
     for (int threads : {2, 3}) {
         thread_pool pool(threads);
@@ -84,7 +85,7 @@ TEST(thread_pool, ranges_run_each_share_front_to_back_and_steal_from_the_back) {
                     int64_t own_end = -1, stolen_begin = -1;
                     for (const auto& [a, b] : seen[size_t(th)]) {
                         covered += b - a;
-                        if (share_of(a) == th) {
+                        if (share_of(a) == (th + threads - 1) % threads) {  // worker t owns share t - 1
                             EXPECT_TRUE(own_end < 0 || a == own_end) << "own share not in order, job " << job;
                             EXPECT_LT(stolen_begin, 0) << "own chunk after a stolen one, job " << job;
                             own_end = b;
@@ -141,6 +142,22 @@ TEST(thread_pool, trace_records_calls_and_chunks) {
         EXPECT_EQ(trace.n_calls.load(), 6u);
         EXPECT_EQ(trace.dropped.load(), 2u);
     }
+}
+
+// A look-ahead hint for the idle worker only prefetches: jobs run as before, whatever the address (prefetches of
+// unmapped memory do not fault).
+TEST(thread_pool, idle_prefetch_hints_change_nothing) {
+    thread_pool pool(2);
+    std::vector<uint8_t> buf(size_t(3) << 20);
+    const void* hints[] = {buf.data(), reinterpret_cast<const void*>(uintptr_t(64)), nullptr};
+    for (const void* h : hints)
+        for (int job = 0; job < 200; job++) {
+            pool.set_idle_prefetch(h, buf.size());
+            std::atomic<int64_t> sum{0};
+            pool.parallel_for(1000, [&](int, int64_t a, int64_t b) { sum += b - a; });
+            ASSERT_EQ(sum.load(), 1000);
+            std::this_thread::sleep_for(std::chrono::microseconds(job % 3 == 0 ? 200 : 0));  // let it prefetch
+        }
 }
 
 TEST(thread_pool, idle_workers_sleep_and_wake) {
