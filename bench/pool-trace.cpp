@@ -3,7 +3,7 @@
 // --split: the pool's chunk hand-outs to compare (thread_pool::set_split): i = interleaved (the default), rN =
 // ranges with N chunks per thread, either optionally followed by +wBYTES (cpu::set_decode_idle_lookahead: worker 1
 // prefetches the next call's first weights between calls); each round runs every variant in turn (alternated in one
-// process).
+// process, the order rotated by one each round so that no variant always runs first).
 // Each round decodes tg greedy tokens (bench/greedy-decode.h's prompt) with the trace installed, then the same
 // count without it (the trace's own cost: compare the two tok/s). Per kind of call (the layer's q/k/v, attention,
 // o, gate/up, down, the output matrix; recognized by their order in a token, llama-style models only):
@@ -297,7 +297,8 @@ int model_mode(const options& o, const std::string& path) {
     bool same = true;
     const auto s0 = sched_stats();
     for (int r = 0; r < o.rounds; r++)
-        for (size_t vi = 0; vi < nv; vi++) {
+        for (size_t k = 0; k < nv; k++) {
+            const size_t vi = (k + size_t(r)) % nv;  // the order rotates by round, so no variant always runs first
             const split_variant& v = o.splits[vi];
             pool.set_split(v.split, v.chunks);
             cpu::set_decode_idle_lookahead(v.lookahead);
