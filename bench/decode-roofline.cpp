@@ -1,6 +1,7 @@
 // Decode and prefill speed of real model files against the memory-bandwidth limit, measured side by side:
 //   bench-decode-roofline [--threads 1,2] [--tg 32] [--reps 3] [--no-pp] [--repack off|on|off,on]
-//                         [--hugepages] [--phase-rounds N] [--phase-tg 16] [--read-mib 1024] MODEL.gguf...
+//                         [--hugepages] [--phase-rounds N] [--phase-tg 16] [--read-mib 1024] [--split i,r8]
+//                         MODEL.gguf...
 // For each model and thread count: the plain STREAM-style read over fresh 1 GiB buffers with the same threads
 // (median of three best-of-3; the column earlier tables called "read"), then tg (decode tok/s, best of reps),
 // then pp64 and pp512 (prefill tok/s, best of reps after one untimed pass that faults the weights in). Roofline
@@ -30,6 +31,9 @@
 // counts as decode time); the table gives median and [min-max] over the N bursts and every ratio in order, next
 // to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
+// --split (phase-matched rounds only): the pool's chunk hand-outs whose bursts alternate (thread_pool::set_split:
+// i = interleaved, the default; rN = ranges with N chunks per thread), each burst of each model in each of them;
+// the repack column then names the hand-out ("on r8"). Slots and the first table use the default.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -151,13 +155,24 @@ std::string spread(const std::vector<double>& v, int digits) {
 struct phase_row_input {
     std::string model, type;
     bool repack = false;
+    std::string split;                               // the hand-out's name when --split was given
     double old_best_ratio = 0, old_plain_ratio = 0;  // the first table's whole-run ratios of this row
 };
 
 // The phase-matched rounds of one thread count (see the file comment): slots and bursts alternate on `pool`;
 // returns one Markdown row per model of `ms`. `vbest`: each variant's best figure of the run so far.
+// A chunk hand-out of the pool (--split).
+struct split_variant {
+    std::string name;
+    thread_pool::split split = thread_pool::split::interleaved;
+    int chunks = 8;
+};
+
+// Bursts of model in[k] run on ms[in_model[k]] with the pool's hand-out splits[in_split[k]].
 std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<transformer>>& ms,
-                                            const std::vector<phase_row_input>& in, double bytes_per_token,
+                                            const std::vector<phase_row_input>& in, const std::vector<size_t>& in_model,
+                                            const std::vector<split_variant>& splits,
+                                            const std::vector<size_t>& in_split, double bytes_per_token,
                                             thread_pool& pool, read_probe& probe,
                                             const std::vector<read_variant>& variants, const std::vector<double>& vbest,
                                             int rounds, int tg) {
@@ -188,19 +203,22 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
         ghz.push_back(clock_ghz());
     };
     std::vector<std::unique_ptr<forward_context>> ctxs;
-    for (const auto& m : ms) {
-        ctxs.push_back(std::make_unique<forward_context>(*m, 1024, dtype::f16, pool));
-        ctxs.back()->forward(tokens(8, m->config().n_vocab));
+    for (size_t k = 0; k < in.size(); k++) {
+        const transformer& m = *ms[in_model[k]];
+        ctxs.push_back(std::make_unique<forward_context>(m, 1024, dtype::f16, pool));
+        ctxs.back()->forward(tokens(8, m.config().n_vocab));
     }
     const double load0 = load_average_1min();
-    // before[k][r]: the slot before model k's burst of round r (the slot after it is the next one).
-    std::vector<std::vector<double>> tps(ms.size()), cpu_tps(ms.size());
-    std::vector<std::vector<size_t>> before(ms.size());
+    // before[k][r]: the slot before row k's burst of round r (the slot after it is the next one).
+    std::vector<std::vector<double>> tps(in.size()), cpu_tps(in.size());
+    std::vector<std::vector<size_t>> before(in.size());
     slot();
     for (int r = 0; r < rounds; r++)
-        for (size_t k = 0; k < ms.size(); k++) {
+        for (size_t k = 0; k < in.size(); k++) {
             forward_context& ctx = *ctxs[k];
             ctx.truncate(8);
+            const split_variant& sv = splits[in_split[k]];
+            pool.set_split(sv.split, sv.chunks);
             int32_t t = 1;
             const double c0 = process_cpu_seconds();
             const auto t0 = std::chrono::steady_clock::now();
@@ -211,12 +229,13 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             tps[k].push_back(tg / seconds_since(t0));
             // Tokens per CPU-second of one thread: the pool's CPU time (spinning workers included) ÷ threads.
             cpu_tps[k].push_back(tg * pool.size() / (process_cpu_seconds() - c0));
+            pool.set_split(thread_pool::split::interleaved);
             before[k].push_back(slot_best.size() - 1);
             slot();
         }
     const double load1 = load_average_1min();
     std::vector<std::string> rows;
-    for (size_t k = 0; k < ms.size(); k++) {
+    for (size_t k = 0; k < in.size(); k++) {
         std::vector<double> mean_r, max_r, plain_r, cpu_r, reads;
         std::string each;
         for (size_t r = 0; r < tps[k].size(); r++) {
@@ -233,9 +252,10 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
         rows.push_back(fmt::format(
             "| {} | {} | {} | {} | {} | {} x {} | {:.2f}-{:.2f} | {} | {} | {} | **{}** | {} | {} | {} | {} | "
             "{:.2f} | {:.2f} |\n",
-            in[k].model, in[k].type, in[k].repack ? "on" : "off", pool.size(), names, rounds, tg, load0, load1,
-            spread(ghz, 2), spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3), spread(max_r, 3),
-            spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
+            in[k].model, in[k].type,
+            std::string(in[k].repack ? "on" : "off") + (in[k].split.empty() ? "" : " ") + in[k].split, pool.size(),
+            names, rounds, tg, load0, load1, spread(ghz, 2), spread(reads, 1), spread(tps[k], 2), spread(mean_r, 3),
+            spread(max_r, 3), spread(plain_r, 3), spread(cpu_r, 3), each, in[k].old_best_ratio, in[k].old_plain_ratio));
     }
     return rows;
 }
@@ -248,6 +268,7 @@ static int bench_main(int argc, char** argv) {
     size_t read_bytes = size_t(1) << 30;
     bool pp = true, hugepages = false;
     std::vector<bool> repack_modes = {false};
+    std::vector<split_variant> splits = {{""}};
     std::vector<std::string> models;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -267,7 +288,22 @@ static int bench_main(int argc, char** argv) {
             hugepages = true;
         else if (a == "--no-pp")
             pp = false;
-        else if (a == "--repack" && i + 1 < argc) {
+        else if (a == "--split" && i + 1 < argc) {
+            splits.clear();
+            const std::string list = argv[++i];
+            for (size_t p = 0; p <= list.size();) {
+                const size_t e = std::min(list.find(',', p), list.size());
+                const std::string v = list.substr(p, e - p);
+                if (v == "i")
+                    splits.push_back({v});
+                else if (v.size() > 1 && v[0] == 'r' && v.find_first_not_of("0123456789", 1) == std::string::npos &&
+                         std::atoi(v.c_str() + 1) > 0)
+                    splits.push_back({v, thread_pool::split::ranges, std::atoi(v.c_str() + 1)});
+                else
+                    throw std::invalid_argument("bench-decode-roofline: --split takes i or rN (N >= 1), e.g. i,r8");
+                p = e + 1;
+            }
+        } else if (a == "--repack" && i + 1 < argc) {
             const std::string v = argv[++i];
             repack_modes = v == "on"       ? std::vector<bool>{true}
                            : v == "off,on" ? std::vector<bool>{false, true}
@@ -333,6 +369,7 @@ static int bench_main(int argc, char** argv) {
             const double bread = std::max(vbest[bi], read);
             const std::string bname = vbest[bi] >= read ? read_variant_name(variants[bi]) : "plain read column";
             std::vector<phase_row_input> phase_in;
+            std::vector<size_t> in_model, in_split;
             for (size_t k = 0; k < ms.size(); k++) {
                 double pps[2] = {0, 0};
                 for (int j = 0; pp && j < 2; j++) {
@@ -354,12 +391,18 @@ static int bench_main(int argc, char** argv) {
                     m0.config().name, type, repack_modes[k] ? "on" : "off", double(mm.streamed_bytes_per_token) / 1e6,
                     rss[k], rss[k] * 1.048576 / budget_mb, th, read, bread, bname, wread[k], pps[0], pps[1], best[k],
                     gbps, gbps / bread, gbps / read, gbps / wread[k]);
-                phase_in.push_back({m0.config().name, type, repack_modes[k], gbps / bread, gbps / read});
+                for (size_t sv = 0; sv < splits.size(); sv++) {
+                    phase_in.push_back(
+                        {m0.config().name, type, repack_modes[k], splits[sv].name, gbps / bread, gbps / read});
+                    in_model.push_back(k);
+                    in_split.push_back(sv);
+                }
             }
             std::fflush(stdout);
             if (phase_rounds > 0) {
-                const auto rows = phase_matched_rows(ms, phase_in, double(mm.streamed_bytes_per_token), pool, probe,
-                                                     variants, vbest, phase_rounds, phase_tg);
+                const auto rows =
+                    phase_matched_rows(ms, phase_in, in_model, splits, in_split, double(mm.streamed_bytes_per_token),
+                                       pool, probe, variants, vbest, phase_rounds, phase_tg);
                 phase_rows.insert(phase_rows.end(), rows.begin(), rows.end());
             }
         }

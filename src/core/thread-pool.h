@@ -20,6 +20,36 @@
 
 namespace memtile {
 
+// Timestamps of parallel_for calls and of every chunk, for a benchmark that asks for them (bench/pool-trace.cpp:
+// where the time of a multi-thread call goes: hand-off, chunks, tail). Off by default: with no trace installed a
+// pool pays one relaxed load per call and per chunk loop. Records go into arrays sized at construction; records
+// beyond them are counted in dropped, not stored.
+struct pool_trace {
+    struct call {
+        uint64_t generation = 0;  // the pool's job number (chunks carry the same)
+        int64_t n = 0, n_chunks = 0;
+        uint64_t enter = 0, publish = 0, done = 0;  // clock(): parallel_for entered, job visible, all chunks done
+    };
+    struct chunk {
+        uint64_t generation = 0;
+        int64_t index = 0, begin = 0, end = 0;
+        int thread = 0;
+        uint64_t start = 0, stop = 0;  // clock(): claimed, returned
+    };
+    pool_trace(size_t max_calls, size_t max_chunks) : calls(max_calls), chunks(max_chunks) {}
+    void clear() {
+        n_calls.store(0);
+        n_chunks.store(0);
+        dropped.store(0);
+    }
+    // Time stamp counter on x86-64 (cheap enough per chunk), else steady_clock nanoseconds.
+    static uint64_t clock();
+
+    std::vector<call> calls;
+    std::vector<chunk> chunks;
+    std::atomic<size_t> n_calls{0}, n_chunks{0}, dropped{0};
+};
+
 class thread_pool {
 public:
     explicit thread_pool(int n_threads, const std::vector<int>& cpu_ids = {});
@@ -35,6 +65,22 @@ public:
     // Exceptions thrown by fn are rethrown here (the first one). Not reentrant: call from one thread.
     void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
+    // How parallel_for hands out chunks. interleaved (the default): about 4 chunks per thread, claimed in order
+    // by whichever thread asks first, so with two threads each thread's chunks alternate with the other's.
+    // ranges: chunks_per_thread chunks per thread, each thread owning one contiguous share and running it front
+    // to back (one ascending stream of addresses per thread), then taking what is left of the others' shares
+    // from their backs; worker t >= 1 owns share t - 1 and the calling thread the last one (so that worker 1,
+    // idle while the caller works between calls, can prefetch the start of the next call: set_idle_prefetch).
+    // Set between calls, from the calling thread.
+    enum class split { interleaved, ranges };
+    void set_split(split s, int chunks_per_thread = 8);
+
+    // Bytes from p that worker 1 prefetches (prefetcht1) 4 KiB at a time while it waits for jobs (nullptr / 0:
+    // nothing, the default), going back to it after a job until done or until the next call of this. Set by the
+    // caller between calls: cpu::matmul_multi with cpu::set_decode_idle_lookahead names the next decode call's first
+    // weights, which are worker 1's with split::ranges. Prefetches never fault, so any address is safe.
+    void set_idle_prefetch(const void* p, size_t bytes);
+
     // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
     static int default_threads();
     // Where n_threads threads are pinned when the user gives no --cpu-mask: one performance core each on a
@@ -45,10 +91,14 @@ public:
     // Parses a CPU list such as "0,2-3" (ids this process may run on, no repeats): the --cpu-mask syntax.
     // Throws memtile::error naming the bad item.
     static std::vector<int> parse_cpu_list(const std::string& list);
+    // Installs a trace (nullptr: off, the default). Set between calls, from the calling thread.
+    void set_trace(pool_trace* t) { trace_.store(t, std::memory_order_release); }
 
 private:
     void worker(int index);
     void run_chunks(int index, uint64_t generation);
+    void run_ranges(int index, uint64_t generation, pool_trace* trace);
+    void run_chunk(int index, uint64_t generation, int64_t chunk, pool_trace* trace);
 
     int n_threads_;
     std::vector<int> cpu_ids_;
@@ -56,6 +106,13 @@ private:
     const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0;
     int64_t n_chunks_ = 0;
+    split split_ = split::interleaved;                  // the setting
+    std::atomic<split> job_split_{split::interleaved};  // the current job's (read by workers)
+    int range_chunks_ = 8;
+    struct alignas(64) range {
+        std::atomic<uint64_t> word{~uint64_t(0)};  // split::ranges: thread t's chunks still to run
+    };
+    std::vector<range> ranges_;
     std::atomic<uint64_t> generation_{0};
     std::atomic<uint64_t> claim_{0};     // (generation << 32) | next chunk index of the current job
     std::atomic<int64_t> completed_{0};  // chunks of the current job finished
@@ -65,6 +122,10 @@ private:
     std::condition_variable cv_;
     std::mutex error_mu_;
     std::exception_ptr error_;
+    std::atomic<pool_trace*> trace_{nullptr};
+    std::atomic<const uint8_t*> idle_ptr_{nullptr};
+    std::atomic<size_t> idle_bytes_{0};
+    std::atomic<uint64_t> idle_seq_{0};
 };
 
 }  // namespace memtile

@@ -74,4 +74,31 @@ PY
 rc=0
 "$dir/bench-decode-roofline" --phase-rounds -1 "$tmp/m.gguf" > /dev/null 2> "$tmp/err" || rc=$?
 [ "$rc" -eq 1 ] || fail "bench-decode-roofline --phase-rounds -1: exit status $rc"
+
+# --split: one phase-matched row per hand-out, named in the repack column, with the first table's whole-run figures.
+"$dir/bench-decode-roofline" --threads 2 --tg 4 --reps 1 --no-pp --repack on --phase-rounds 2 --phase-tg 4 \
+    --read-mib 64 --split i,r4 "$tmp/m.gguf" > "$tmp/split.md" 2> "$tmp/err" || fail "bench-decode-roofline --split: $(cat "$tmp/err")"
+python3 - "$tmp/split.md" <<'PY' || fail "--split table: $(cat "$tmp/split.md")"
+import sys
+first, _, second = open(sys.argv[1]).read().partition("Phase-matched roofline")
+rows = [[c.strip() for c in l.strip("|").split("|")] for l in second.splitlines() if l.startswith("| ")][1:]
+old = [[c.strip() for c in l.strip("|").split("|")] for l in first.splitlines() if l.startswith("| ")][1:]
+assert [r[2] for r in rows] == ["on i", "on r4"], rows
+assert all(r[-2:] == [old[0][-3], old[0][-2]] for r in rows), (rows, old)
+PY
+rc=0
+"$dir/bench-decode-roofline" --phase-rounds 1 --split r0 "$tmp/m.gguf" > /dev/null 2> "$tmp/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "bench-decode-roofline --split r0: exit status $rc"
+
+# bench-pool-trace: a table per hand-out, every kind of call of a llama-style model recognized, the same tokens.
+if [ -x "$dir/bench-pool-trace" ]; then
+    "$dir/bench-pool-trace" --threads 2 --tg 3 --rounds 2 --split i,r2 "$tmp/m.gguf" > "$tmp/trace.md" 2> "$tmp/err" ||
+        fail "bench-pool-trace: $(cat "$tmp/err")"
+    grep -q "^split i$" "$tmp/trace.md" && grep -q "^split r2$" "$tmp/trace.md" || fail "bench-pool-trace: $(cat "$tmp/trace.md")"
+    for k in "q/k/v" attention o gate/up down output; do
+        [ "$(grep -c "^| $k | [0-9.]* | " "$tmp/trace.md")" -eq 2 ] || fail "bench-pool-trace: no '$k' rows: $(cat "$tmp/trace.md")"
+    done
+    ! grep -q "TOKENS DIFFER\|unexpected call count" "$tmp/trace.md" || fail "bench-pool-trace: $(cat "$tmp/trace.md")"
+    check bench-pool-trace "$missing"
+fi
 echo "bench tools: clear errors for a missing model; the phase-matched roofline table is complete"

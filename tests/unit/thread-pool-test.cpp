@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -16,6 +19,11 @@ TEST(thread_pool, back_to_back_jobs_cover_every_index_once) {
         thread_pool pool(threads);
         std::vector<std::atomic<int>> hits(4096);
         for (int job = 0; job < 20000; job++) {
+            // Every hand-out in turn (switched between jobs, as a benchmark does).
+            const int mode = job % 4;
+            pool.set_split(mode == 0 ? thread_pool::split::interleaved : thread_pool::split::ranges, mode == 1   ? 1
+                                                                                                     : mode == 2 ? 3
+                                                                                                                 : 8);
             const int64_t n = 1 + (job * 7919) % 97;
             for (int64_t i = 0; i < n; i++) hits[size_t(i)].store(0, std::memory_order_relaxed);
             pool.parallel_for(n, [&](int th, int64_t a, int64_t b) {
@@ -35,9 +43,121 @@ TEST(thread_pool, exceptions_reach_the_caller_and_the_pool_survives) {
                                        if (a > 50) throw std::runtime_error("boom");
                                    }),
                  std::runtime_error);
+    pool.set_split(thread_pool::split::ranges, 4);
+    EXPECT_THROW(pool.parallel_for(100,
+                                   [](int, int64_t a, int64_t) {
+                                       if (a > 50) throw std::runtime_error("boom");
+                                   }),
+                 std::runtime_error);
     std::atomic<int64_t> sum{0};
     pool.parallel_for(100, [&](int, int64_t a, int64_t b) { sum += b - a; });
     EXPECT_EQ(sum.load(), 100);
+}
+
+// split::ranges: worker t owns the (t - 1)-th contiguous share of the chunks (the caller the last) and runs it front
+// to back (each chunk starting where its previous one ended), then takes chunks of the other shares from their
+// backs (descending).
+TEST(thread_pool, ranges_run_each_share_front_to_back_and_steal_from_the_back) {
+    for (int threads : {2, 3}) {
+        thread_pool pool(threads);
+        for (int per_thread : {1, 2, 8}) {
+            pool.set_split(thread_pool::split::ranges, per_thread);
+            for (int job = 0; job < 500; job++) {
+                const int64_t n = 5 + (job * 7919) % 301;
+                const int64_t chunks = std::min<int64_t>(n, int64_t(threads) * per_thread);
+                std::mutex mu;
+                std::vector<std::vector<std::pair<int64_t, int64_t>>> seen(static_cast<size_t>(threads));
+                pool.parallel_for(n, [&](int th, int64_t a, int64_t b) {
+                    if (job % 3 == 0 && th == 0) std::this_thread::yield();  // let the others steal now and then
+                    std::lock_guard lk(mu);
+                    seen[size_t(th)].push_back({a, b});
+                });
+                int64_t covered = 0;
+                for (int th = 0; th < threads; th++) {
+                    // The chunk index of a begin offset, and the share that chunk belongs to.
+                    const auto share_of = [&](int64_t begin) {
+                        int64_t c = 0;
+                        while (n * (c + 1) / chunks <= begin) c++;
+                        int64_t t = 0;
+                        while (chunks * (t + 1) / threads <= c) t++;
+                        return t;
+                    };
+                    int64_t own_end = -1, stolen_begin = -1;
+                    for (const auto& [a, b] : seen[size_t(th)]) {
+                        covered += b - a;
+                        if (share_of(a) == (th + threads - 1) % threads) {  // worker t owns share t - 1
+                            EXPECT_TRUE(own_end < 0 || a == own_end) << "own share not in order, job " << job;
+                            EXPECT_LT(stolen_begin, 0) << "own chunk after a stolen one, job " << job;
+                            own_end = b;
+                        } else {
+                            EXPECT_TRUE(stolen_begin < 0 || b <= stolen_begin ||
+                                        share_of(b - 1) != share_of(stolen_begin))
+                                << "stolen chunks of one share not from the back, job " << job;
+                            stolen_begin = a;
+                        }
+                    }
+                }
+                EXPECT_EQ(covered, n);
+            }
+        }
+    }
+}
+
+// The trace records every call and chunk of a job between publish and done; records beyond its arrays are dropped
+// and counted.
+TEST(thread_pool, trace_records_calls_and_chunks) {
+    for (int threads : {1, 2}) {
+        thread_pool pool(threads);
+        pool_trace trace(4, 64);
+        pool.set_trace(&trace);
+        for (int64_t n : {1, 37, 100}) pool.parallel_for(n, [](int, int64_t, int64_t) {});
+        pool.set_trace(nullptr);
+        pool.parallel_for(10, [](int, int64_t, int64_t) {});  // not recorded
+        ASSERT_EQ(trace.n_calls.load(), 3u);
+        EXPECT_EQ(trace.dropped.load(), 0u);
+        size_t chunks = 0;
+        for (size_t i = 0; i < 3; i++) {
+            const pool_trace::call& c = trace.calls[i];
+            EXPECT_LE(c.enter, c.publish);
+            EXPECT_LE(c.publish, c.done);
+            int64_t covered = 0, n_chunks = 0;
+            for (size_t j = 0; j < trace.n_chunks.load(); j++) {
+                const pool_trace::chunk& ch = trace.chunks[j];
+                if (ch.generation != c.generation) continue;
+                covered += ch.end - ch.begin;
+                n_chunks++;
+                EXPECT_GE(ch.start, c.enter);
+                EXPECT_LE(ch.stop, c.done);
+                EXPECT_LE(ch.start, ch.stop);
+            }
+            EXPECT_EQ(covered, c.n);
+            EXPECT_EQ(n_chunks, c.n_chunks);
+            chunks += size_t(n_chunks);
+        }
+        EXPECT_EQ(chunks, trace.n_chunks.load());
+        trace.clear();
+        pool.set_trace(&trace);
+        for (int i = 0; i < 6; i++) pool.parallel_for(2, [](int, int64_t, int64_t) {});
+        pool.set_trace(nullptr);
+        EXPECT_EQ(trace.n_calls.load(), 6u);
+        EXPECT_EQ(trace.dropped.load(), 2u);
+    }
+}
+
+// A look-ahead hint for the idle worker only prefetches: jobs run as before, whatever the address (prefetches of
+// unmapped memory do not fault).
+TEST(thread_pool, idle_prefetch_hints_change_nothing) {
+    thread_pool pool(2);
+    std::vector<uint8_t> buf(size_t(3) << 20);
+    const void* hints[] = {buf.data(), reinterpret_cast<const void*>(uintptr_t(64)), nullptr};
+    for (const void* h : hints)
+        for (int job = 0; job < 200; job++) {
+            pool.set_idle_prefetch(h, buf.size());
+            std::atomic<int64_t> sum{0};
+            pool.parallel_for(1000, [&](int, int64_t a, int64_t b) { sum += b - a; });
+            ASSERT_EQ(sum.load(), 1000);
+            std::this_thread::sleep_for(std::chrono::microseconds(job % 3 == 0 ? 200 : 0));  // let it prefetch
+        }
 }
 
 TEST(thread_pool, idle_workers_sleep_and_wake) {
