@@ -40,6 +40,23 @@ __m256i shift_bits(__m256i v, int n) {
     return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
 }
 
+// The shuffle masks of the x8 Q4_K / Q5_K decode kernels: sc_even puts the scale of row r (byte r of the 8 of sub-block
+// s) in both int16 lanes of dword r, sc_odd the same for sub-block s + 1 (+8); mn the two mins of row r (bytes 2r,
+// 2r + 1) as the int16 lanes of dword r.
+struct q45k_shuffle_masks {
+    __m256i sc_even, sc_odd, mn;
+};
+inline q45k_shuffle_masks q45k_masks() {
+    constexpr char z = char(0x80);
+    const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
+                                             4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
+    return {sc_even,
+            _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
+                                                      8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0)),
+            _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
+                             8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z)};
+}
+
 // Q4_K (high_bit false, 1184-byte super-blocks) and Q5_K (true, 1440). With the fifth bit the int16 sums
 // only hold 4 vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
 // NT tokens per pass (tok[0..NT)): the weight vectors are loaded and unpacked once for all of them; each
@@ -61,15 +78,7 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         bs[j] = a.bsums + tok[j] * (a.n_in / 16);
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    constexpr char z = char(0x80);
-    // Scale of row r (byte r of the 8 of sub-block s) in both int16 lanes of dword r; +8 for sub-block s + 1.
-    const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
-                                             4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
-    const __m256i sc_odd = _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
-                                                                     8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0));
-    // The two mins of row r (bytes 2r, 2r + 1) as the int16 lanes of dword r.
-    const __m256i mn_mask = _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
-                                             8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z);
+    const auto [sc_even, sc_odd, mn_mask] = q45k_masks();
     __m256 acc[NT];
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
@@ -137,13 +146,7 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
     const float* d = a.d + t * nb;
     const int16_t* bs = a.bsums + t * (a.n_in / 16);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    constexpr char z = char(0x80);
-    const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
-                                             4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
-    const __m256i sc_odd = _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
-                                                                     8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0));
-    const __m256i mn_mask = _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
-                                             8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z);
+    const auto [sc_even, sc_odd, mn_mask] = q45k_masks();
     const uint8_t* gp[2] = {g0p, g1p};
     const int64_t pf[2] = {pf0, pf1};
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
