@@ -404,6 +404,26 @@ __device__ __forceinline__ void dot_q4k_staged(const int4* w, const uint32_t* sw
     }
 }
 
+// The cross-warp step of the epilogues: lane 0 of each warp puts its rows' warp sums v into shared memory (every thread
+// of the block calls it: it holds a __syncthreads), part_sum adds row tid's (< R) over the W warps of its group in warp
+// order.
+template <int R>
+__device__ __forceinline__ const float (*stash_warp_sums(const float (&v)[R], int warp, int lane))[R] {
+    __shared__ float part[k_block_warps][R];
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++) part[warp][r] = v[r];
+    __syncthreads();
+    return part;
+}
+template <int R, int W>
+__device__ __forceinline__ float part_sum(const float (*part)[R], int group, int tid) {
+    float s = 0;
+#pragma unroll
+    for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+    return s;
+}
+
 // The kernels' epilogue: each row's lane partials summed over the warp, then over the W warps that share the row
 // (in warp order), written to y[row0 + r] or added to it (accumulate). y: [n_out] f32. I: the row index type (int in
 // the lean kernels, whose 32-bit index arithmetic saves registers).
@@ -414,15 +434,9 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[R], int warp, 
 #pragma unroll
     for (int r = 0; r < R; r++) v[r] = warp_sum(acc[r]);
     if constexpr (W > 1) {
-        __shared__ float part[k_block_warps][R];
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++) part[warp][r] = v[r];
-        __syncthreads();
+        const auto part = stash_warp_sums<R>(v, warp, lane);
         if (tid >= R) return;
-        float s = 0;
-#pragma unroll
-        for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+        const float s = part_sum<R, W>(part, group, tid);
         if (row0 + tid < n_out) y[row0 + tid] = accumulate ? y[row0 + tid] + s : s;
     } else {
         if (lane == 0)

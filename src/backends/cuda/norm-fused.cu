@@ -43,15 +43,9 @@ __global__ void __launch_bounds__(32 * k_block_warps)
     float* dst = cl.map_shared_rank(s_vals, 0) + rank * RB + group * R;
     asm volatile("barrier.cluster.wait;" ::: "memory");
     if constexpr (W > 1) {
-        __shared__ float part[k_block_warps][R];
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++) part[warp][r] = v[r];
-        __syncthreads();
+        const auto part = stash_warp_sums<R>(v, warp, lane);
         if (tid < R) {
-            float s = 0;
-#pragma unroll
-            for (int k = 0; k < W; k++) s += part[group * W + k][tid];
+            const float s = part_sum<R, W>(part, group, tid);
             const float nv = y[row0 + tid] + s;
             y[row0 + tid] = nv;
             dst[tid] = nv;
