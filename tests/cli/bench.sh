@@ -39,31 +39,31 @@ assert "tg8, 2 threads" in texts, texts
 PY
 
 md=$("$memtile" bench -m "$tmp/m.gguf" -p 8 -n 4 -t 1 -r 1)
-echo "$md" | grep -q "^| model | size | type" || fail "markdown header: $md"
-echo "$md" | grep -q "| tg4 |" || fail "markdown tg row: $md"
+grep -q "^| model | size | type" <<<"$md" || fail "markdown header: $md"
+grep -q "| tg4 |" <<<"$md" || fail "markdown tg row: $md"
 csv=$("$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 1 -r 1 --csv)
 [ "$(echo "$csv" | wc -l)" -eq 2 ] || fail "csv: one header and one row expected: $csv"
-echo "$csv" | head -1 | grep -q "tokens_per_second" || fail "csv header: $csv"
+grep -q "tokens_per_second" <<<"${csv%%$'\n'*}" || fail "csv header: $csv"
 
 prof=$("$memtile" bench -m "$tmp/m.gguf" -p 0 -n 8 -t 1 -r 1 --profile)
 for s in "decode profile" "| op class |" "matmul Q8_0" "attention" "sampling" "| layer |" "KV-cache reads" \
          "effective bandwidth utilisation"; do
-  echo "$prof" | grep -q "$s" || fail "--profile lacks '$s': $prof"
+  grep -q "$s" <<<"$prof" || fail "--profile lacks '$s': $prof"
 done
 
 perf=$("$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 1 -r 1 --perf)
-echo "$perf" | grep -q "event counters per token" || fail "--perf: $perf"
-echo "$perf" | grep -q "page-faults\|context-switches" || fail "--perf lacks software events: $perf"
-if ! echo "$perf" | grep -q "| cycles |\|cycles |"; then
-  echo "$perf" | grep -q "hardware counters are unavailable here" || fail "--perf neither counts cycles nor says why"
+grep -q "event counters per token" <<<"$perf" || fail "--perf: $perf"
+grep -q "page-faults\|context-switches" <<<"$perf" || fail "--perf lacks software events: $perf"
+if ! grep -q "| cycles |\|cycles |" <<<"$perf"; then
+  grep -q "hardware counters are unavailable here" <<<"$perf" || fail "--perf neither counts cycles nor says why"
 fi
 
 cold=$("$memtile" bench -m "$tmp/m.gguf" -p 0 -n 0 -t 1 --cold)
-echo "$cold" | grep -q "| mmap |" || fail "--cold lacks the mmap row: $cold"
-echo "$cold" | grep -q "| mmap+prefault |" || fail "--cold lacks the prefault row: $cold"
+grep -q "| mmap |" <<<"$cold" || fail "--cold lacks the mmap row: $cold"
+grep -q "| mmap+prefault |" <<<"$cold" || fail "--cold lacks the prefault row: $cold"
 
 soak=$("$memtile" bench -m "$tmp/m.gguf" -t 1 --soak 3 --svg "$tmp/soak.svg")
-echo "$soak" | grep -q "first 1 s vs last 1 s" || fail "--soak summary: $soak"
+grep -q "first 1 s vs last 1 s" <<<"$soak" || fail "--soak summary: $soak"
 [ "$(echo "$soak" | grep -cE '^ +[0-9]+ ')" -eq 3 ] || fail "--soak: three samples expected: $soak"
 python3 -c "import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])" "$tmp/soak.svg" || fail "soak svg"
 
@@ -74,8 +74,8 @@ for mode in --no-mmap --mlock --prefault --hugepages; do
   [ "$out" = "$ref" ] || fail "$mode changed the output"
 done
 v=$("$memtile" run -m "$tmp/m.gguf" --prompt-ids 1 -n 4 --temp 0 --verbose --hugepages 2>&1 >/dev/null)
-echo "$v" | grep -q "roofline .* % of 7.00 GB/s\|roofline .* % of 11.00 GB/s" || fail "run --verbose roofline: $v"
-echo "$v" | grep -q "memory mode hugepages" || fail "run --verbose memory mode: $v"
+grep -q "roofline .* % of 7.00 GB/s\|roofline .* % of 11.00 GB/s" <<<"$v" || fail "run --verbose roofline: $v"
+grep -q "memory mode hugepages" <<<"$v" || fail "run --verbose memory mode: $v"
 
 "$memtile" diag --json -m "$tmp/m.gguf" > "$tmp/diag.json"
 python3 - "$tmp/diag.json" <<'PY' || fail "diag --json"
@@ -87,8 +87,8 @@ assert d["probe"]["sequential_read_gbps"] == 11.0
 assert d["backends"][0]["name"] == "cpu" and d["backends"][0]["compiled"]
 assert d["cpu"]["logical_cpus"] >= 1
 PY
-"$memtile" diag | grep -q "^probe .*11.00 GB/s" || fail "diag text lacks the probe line"
-"$memtile" diag | grep -q "^backend    cuda  \(not \)\?compiled in, \(usable device here\|no usable device\)" ||
+grep -q "^probe .*11.00 GB/s" <<<"$("$memtile" diag)" || fail "diag text lacks the probe line"
+grep -q "^backend    cuda  \(not \)\?compiled in, \(usable device here\|no usable device\)" <<<"$("$memtile" diag)" ||
   fail "diag text lacks the cuda backend line"
 "$memtile" --version > "$tmp/version.txt"
 grep -q "^  cpu   compiled in .*device present" "$tmp/version.txt" || fail "--version: cpu backend"
@@ -99,7 +99,7 @@ grep -q "^  cuda " "$tmp/version.txt" || fail "--version: cuda backend"
 expect_error() {  # expected message, then the command
   local want=$1; shift
   if out=$("$@" 2>&1); then fail "no error from: $* ($out)"; fi
-  echo "$out" | grep -q "$want" || fail "unexpected error from $*: $out"
+  grep -q "$want" <<<"$out" || fail "unexpected error from $*: $out"
 }
 expect_error "not a CPU id" "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 1 --cpu-mask x
 expect_error "lists 1 CPUs for 2 threads" "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -t 2 --cpu-mask 0

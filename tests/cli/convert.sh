@@ -7,9 +7,9 @@ shared=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$bin" convert --from hf "$shared/hf/gpt2" --vocab-only --out "$tmp/gpt2-vocab.gguf" | grep -q "50257 tokens"
+grep -q "50257 tokens" <<<"$("$bin" convert --from hf "$shared/hf/gpt2" --vocab-only --out "$tmp/gpt2-vocab.gguf")"
 out=$("$bin" tokenize "$tmp/gpt2-vocab.gguf" "Hello world" 2>&1 || true)
-echo "$out" | grep -q "15496" || { echo "unexpected tokenize output: $out"; exit 1; }
+grep -q "15496" <<<"$out" || { echo "unexpected tokenize output: $out"; exit 1; }
 
 # A folder without weights cannot be converted as a model: the error names what is missing.
 if "$bin" convert --from hf "$shared/hf/tinyllama-1.1b-chat" --out "$tmp/x.gguf" 2> "$tmp/err"; then
@@ -27,7 +27,7 @@ grep -q "GPTNeoXForCausalLM" "$tmp/err"
 "$bin" quantize "$tmp/tiny.gguf" "$tmp/tiny-q4km.gguf" q4_k_m --threads 2 > "$tmp/table"
 grep -q "blk.0.attn_q.weight" "$tmp/table"
 grep -q "Q4_K_M" "$tmp/table"
-"$bin" inspect "$tmp/tiny-q4km.gguf" | grep -qi "q4_k"
+grep -qi "q4_k" <<<"$("$bin" inspect "$tmp/tiny-q4km.gguf")"
 if "$bin" quantize "$tmp/tiny.gguf" "$tmp/z.gguf" q3_k_m 2> "$tmp/err"; then exit 1; fi
 grep -qi "file type" "$tmp/err"
 echo ok

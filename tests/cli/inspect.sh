@@ -6,11 +6,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 out=$("$memtile" inspect "$shared/quant/tiny-llama-Q4_K_M.gguf")
-echo "$out" | grep -q "architecture:  llama" || fail "architecture missing: $out"
-echo "$out" | grep -q "Q4_K" || fail "Q4_K missing"
-echo "$out" | grep -q "Q6_K" || fail "Q6_K missing"
-echo "$out" | grep -q "streamed per generated token" || fail "memory model missing"
-echo "$out" | grep -q "moe:           dense" || fail "moe line missing"
+grep -q "architecture:  llama" <<<"$out" || fail "architecture missing: $out"
+grep -q "Q4_K" <<<"$out" || fail "Q4_K missing"
+grep -q "Q6_K" <<<"$out" || fail "Q6_K missing"
+grep -q "streamed per generated token" <<<"$out" || fail "memory model missing"
+grep -q "moe:           dense" <<<"$out" || fail "moe line missing"
 
 json=$("$memtile" inspect --json "$shared/quant/tiny-llama-Q4_K_M.gguf")
 python3 - "$json" <<'PY'
@@ -42,6 +42,6 @@ assert j["file_type"]=="Q8_0" and sorted(j["tensor_types"])==["F32","Q8_0"], j'
 # bad input: clear error, non-zero exit, no crash
 head -c 1000 "$shared/quant/tiny-llama-Q8_0.gguf" > "$tmp/trunc.gguf"
 if err=$("$memtile" inspect "$tmp/trunc.gguf" 2>&1); then fail "truncated file accepted"; fi
-echo "$err" | grep -q "trunc.gguf" || fail "error does not name the file: $err"
+grep -q "trunc.gguf" <<<"$err" || fail "error does not name the file: $err"
 if "$memtile" inspect "$tmp/missing.gguf" 2>/dev/null; then fail "missing file accepted"; fi
 echo "inspect: ok"

@@ -22,24 +22,24 @@ z=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1,5,6 -n 0 --ids 2>/dev/null)
 [ -z "$z" ] || fail "n=0 generated: $z"
 # verbose prints timings and tokens/s
 v=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 5 --temp 0 --verbose 2>&1 >/dev/null)
-echo "$v" | grep -q "time to first token" || fail "--verbose lacks time to first token: $v"
-echo "$v" | grep -q "tok/s" || fail "--verbose lacks tok/s: $v"
+grep -q "time to first token" <<<"$v" || fail "--verbose lacks time to first token: $v"
+grep -q "tok/s" <<<"$v" || fail "--verbose lacks tok/s: $v"
 # errors: unknown token id, context overflow
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1,9999 -n 1 2>&1); then fail "unknown id accepted"; fi
-echo "$err" | grep -q "outside the vocabulary" || fail "bad error for unknown id: $err"
+grep -q "outside the vocabulary" <<<"$err" || fail "bad error for unknown id: $err"
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1,2,3,4,5 --ctx 4 -n 1 2>&1); then fail "overflow accepted"; fi
-echo "$err" | grep -q "context" || fail "bad error for context overflow: $err"
+grep -q "context" <<<"$err" || fail "bad error for context overflow: $err"
 # --gpu-layers only with --device cuda; without a usable GPU, --device cuda names why (on a GPU machine it runs)
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --gpu-layers 2 2>&1); then fail "--gpu-layers on cpu"; fi
-echo "$err" | grep -q "needs --device cuda" || fail "bad error for --gpu-layers: $err"
+grep -q "needs --device cuda" <<<"$err" || fail "bad error for --gpu-layers: $err"
 if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --host-sampling 2>&1); then fail "--host-sampling on cpu"; fi
-echo "$err" | grep -q "needs --device cuda" || fail "bad error for --host-sampling: $err"
+grep -q "needs --device cuda" <<<"$err" || fail "bad error for --host-sampling: $err"
 if err=$("$memtile" serve -m "$tmp/s.gguf" --port 0 --host-sampling 2>&1); then fail "serve --host-sampling on cpu"; fi
-echo "$err" | grep -q "needs --device cuda" || fail "bad error for serve --host-sampling: $err"
-if ! "$memtile" --version | grep -q "^  cuda .*device present"; then
+grep -q "needs --device cuda" <<<"$err" || fail "bad error for serve --host-sampling: $err"
+if ! grep -q "^  cuda .*device present" <<<"$("$memtile" --version)"; then
   if err=$("$memtile" run -m "$tmp/s.gguf" --prompt-ids 1 -n 1 --device cuda --gpu-layers 2 2>&1); then
     fail "--device cuda ran without a GPU"
   fi
-  echo "$err" | grep -q "cuda" || fail "bad error for --device cuda: $err"
+  grep -q "cuda" <<<"$err" || fail "bad error for --device cuda: $err"
 fi
 echo "run: ok"

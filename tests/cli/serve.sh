@@ -21,7 +21,7 @@ fi
 
 "$BIN" gen --arch tiny --type q8_0 --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -o "$TMP/tiny.gguf" >/dev/null
 if out=$("$BIN" serve -m "$TMP/tiny.gguf" --port 0 --cpu-mask 0,0 2>&1); then echo "FAIL: --cpu-mask 0,0 accepted"; exit 1; fi
-echo "$out" | grep -q "CPU 0 repeated" || { echo "FAIL: --cpu-mask error: $out"; exit 1; }
+grep -q "CPU 0 repeated" <<<"$out" || { echo "FAIL: --cpu-mask error: $out"; exit 1; }
 # Pinned to every CPU this test may use (one compute thread each).
 MASK=$(taskset -pc $$ | sed 's/.*: //')
 "$BIN" serve -m "$TMP/tiny.gguf" --alias tiny --port 0 --cpu-mask "$MASK" --ctx 16384 --kv-type f32 --slots 8 --max-queue 2 --http-threads 64 \

@@ -19,7 +19,7 @@ check "gpt-2 plain" $'15496\t"Hello"\n995\t" world"' "$("$bin" tokenize "$gpt2" 
 check "gpt-2 json" '{"ids":[15496,995],"pieces":["Hello"," world"]}' \
     "$("$bin" tokenize "$gpt2" "Hello world" --json)"
 check "gpt-2 special not parsed by default" "false" \
-    "$("$bin" tokenize "$gpt2" "<|endoftext|>" --json | grep -q '"ids":\[50256\]' && echo true || echo false)"
+    "$(grep -q '"ids":\[50256\]' <<<"$("$bin" tokenize "$gpt2" "<|endoftext|>" --json)" && echo true || echo false)"
 check "gpt-2 --parse-special" '{"ids":[50256],"pieces":["<|endoftext|>"]}' \
     "$("$bin" tokenize "$gpt2" "<|endoftext|>" --json --parse-special)"
 check "spm adds BOS" $'1\t"<s>"\n15043\t" Hello"' "$("$bin" tokenize "$spm" "Hello")"
