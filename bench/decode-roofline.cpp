@@ -32,7 +32,7 @@
 // to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 // --split (phase-matched rounds only): the pool's chunk hand-outs whose bursts alternate (thread_pool::set_split:
-// i = interleaved, the default; rN = ranges with N chunks per thread), each burst of each model in each of them;
+// i = interleaved; rN = ranges with N chunks per thread, r16 the default), each burst of each model in each of them;
 // the repack column then names the hand-out ("on r8"). Slots and the first table use the default.
 #include <fmt/core.h>
 
@@ -164,8 +164,8 @@ struct phase_row_input {
 // A chunk hand-out of the pool (--split).
 struct split_variant {
     std::string name;
-    thread_pool::split split = thread_pool::split::interleaved;
-    int chunks = 8;
+    thread_pool::split split = thread_pool::split::ranges;  // the pool's default
+    int chunks = thread_pool::k_default_range_chunks;
 };
 
 // Bursts of model in[k] run on ms[in_model[k]] with the pool's hand-out splits[in_split[k]].
@@ -229,7 +229,7 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             tps[k].push_back(tg / seconds_since(t0));
             // Tokens per CPU-second of one thread: the pool's CPU time (spinning workers included) ÷ threads.
             cpu_tps[k].push_back(tg * pool.size() / (process_cpu_seconds() - c0));
-            pool.set_split(thread_pool::split::interleaved);
+            pool.set_split(thread_pool::split::ranges);
             before[k].push_back(slot_best.size() - 1);
             slot();
         }
@@ -295,7 +295,7 @@ static int bench_main(int argc, char** argv) {
                 const size_t e = std::min(list.find(',', p), list.size());
                 const std::string v = list.substr(p, e - p);
                 if (v == "i")
-                    splits.push_back({v});
+                    splits.push_back({v, thread_pool::split::interleaved, 8});
                 else if (v.size() > 1 && v[0] == 'r' && v.find_first_not_of("0123456789", 1) == std::string::npos &&
                          std::atoi(v.c_str() + 1) > 0)
                     splits.push_back({v, thread_pool::split::ranges, std::atoi(v.c_str() + 1)});

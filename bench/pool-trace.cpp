@@ -1,9 +1,8 @@
 // Where the time of a decode step goes between the threads of the pool (core/thread-pool.h's pool_trace):
 //   bench-pool-trace [--threads 2] [--tg 24] [--rounds 4] [--repack 0|1] [--split i,r8,...] MODEL.gguf...
-// --split: the pool's chunk hand-outs to compare (thread_pool::set_split): i = interleaved (the default), rN =
-// ranges with N chunks per thread, either optionally followed by +wBYTES (cpu::set_decode_idle_lookahead: worker 1
-// prefetches the next call's first weights between calls); each round runs every variant in turn (alternated in one
-// process, the order rotated by one each round so that no variant always runs first).
+// --split: the pool's chunk hand-outs to compare (thread_pool::set_split): i = interleaved, rN = ranges with N chunks
+// per thread (r16: the default); each round runs every variant in turn (alternated in one process, the order
+// rotated by one each round so that no variant always runs first).
 // Each round decodes tg greedy tokens (bench/greedy-decode.h's prompt) with the trace installed, then the same
 // count without it (the trace's own cost: compare the two tok/s). Per kind of call (the layer's q/k/v, attention,
 // o, gate/up, down, the output matrix; recognized by their order in a token, llama-style models only):
@@ -44,15 +43,14 @@ namespace {
 // A chunk hand-out of the pool: "i" = interleaved, "rN" = ranges with N chunks per thread.
 struct split_variant {
     std::string name;
-    thread_pool::split split = thread_pool::split::interleaved;
-    int chunks = 8;
-    int64_t lookahead = 0;  // "+wBYTES": cpu::set_decode_idle_lookahead
+    thread_pool::split split = thread_pool::split::ranges;
+    int chunks = thread_pool::k_default_range_chunks;
 };
 
 struct options {
     int threads = 2, tg = 24, rounds = 4;
     bool repack = true;
-    std::vector<split_variant> splits = {{"i"}};
+    std::vector<split_variant> splits = {{"r16"}};
 };
 
 double median(std::vector<double> v) {
@@ -301,7 +299,6 @@ int model_mode(const options& o, const std::string& path) {
             const size_t vi = (k + size_t(r)) % nv;  // the order rotates by round, so no variant always runs first
             const split_variant& v = o.splits[vi];
             pool.set_split(v.split, v.chunks);
-            cpu::set_decode_idle_lookahead(v.lookahead);
             round_result rr;
             {
                 forward_context ctx(*m, 1024, dtype::f16, pool);
@@ -326,9 +323,7 @@ int model_mode(const options& o, const std::string& path) {
             same = same && toks == ref;
             rounds[vi].push_back(rr);
         }
-    pool.set_split(thread_pool::split::interleaved);
-    cpu::set_decode_idle_lookahead(0);
-    pool.set_idle_prefetch(nullptr, 0);
+    pool.set_split(thread_pool::split::ranges);
     const auto s1 = sched_stats();
 
     const auto slash = path.find_last_of('/');
@@ -373,15 +368,12 @@ static int bench_main(int argc, char** argv) {
             for (size_t p = 0; p <= list.size();) {
                 const size_t e = std::min(list.find(',', p), list.size());
                 const std::string v = list.substr(p, e - p);
-                const size_t plus = v.find("+w");
-                const std::string h = v.substr(0, plus);
-                const int64_t ahead = plus == std::string::npos ? 0 : std::atoll(v.c_str() + plus + 2);
-                if (h == "i")
-                    o.splits.push_back({v, thread_pool::split::interleaved, 8, ahead});
-                else if (h.size() > 1 && h[0] == 'r' && std::atoi(h.c_str() + 1) > 0)
-                    o.splits.push_back({v, thread_pool::split::ranges, std::atoi(h.c_str() + 1), ahead});
+                if (v == "i")
+                    o.splits.push_back({v, thread_pool::split::interleaved, 8});
+                else if (v.size() > 1 && v[0] == 'r' && std::atoi(v.c_str() + 1) > 0)
+                    o.splits.push_back({v, thread_pool::split::ranges, std::atoi(v.c_str() + 1)});
                 else {
-                    std::fprintf(stderr, "--split: '%s' is not i or rN (optionally +wBYTES)\n", v.c_str());
+                    std::fprintf(stderr, "--split: '%s' is not i or rN\n", v.c_str());
                     return 2;
                 }
                 p = e + 1;

@@ -53,12 +53,6 @@ thread_pool::~thread_pool() {
     for (auto& t : workers_) t.join();
 }
 
-void thread_pool::set_idle_prefetch(const void* p, size_t bytes) {
-    idle_ptr_.store(static_cast<const uint8_t*>(p), std::memory_order_relaxed);
-    idle_bytes_.store(p ? bytes : 0, std::memory_order_relaxed);
-    idle_seq_.fetch_add(1, std::memory_order_release);
-}
-
 void thread_pool::set_split(split s, int chunks_per_thread) {
     split_ = s;
     range_chunks_ = std::clamp(chunks_per_thread, 1, 1 << 16);
@@ -142,28 +136,12 @@ void thread_pool::run_ranges(int index, uint64_t generation, pool_trace* trace) 
 
 void thread_pool::worker(int index) {
     if (size_t(index) < cpu_ids_.size()) pin_current_thread(cpu_ids_[size_t(index)]);
-    uint64_t seen = 0, idle_seen = 0;
-    size_t idle_off = 0;  // bytes of the current look-ahead hint already prefetched
+    uint64_t seen = 0;
     for (;;) {
         // Spin for a while for the next job, then sleep until notified.
         const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(k_spin_us);
         int spins = 0;
         while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
-            if (index == 1) {
-                // The caller's look-ahead hint, 4 KiB per turn so that a new job is seen within ~0.2 us.
-                const uint64_t seq = idle_seq_.load(std::memory_order_acquire);
-                if (seq != idle_seen) {
-                    idle_seen = seq;
-                    idle_off = 0;
-                }
-                const size_t bytes = idle_bytes_.load(std::memory_order_relaxed);
-                if (idle_off < bytes) {
-                    const uint8_t* p = idle_ptr_.load(std::memory_order_relaxed) + idle_off;
-                    for (size_t o = 0; o < 4096 && idle_off + o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
-                    idle_off += 4096;
-                    continue;
-                }
-            }
             cpu_relax();
             if (++spins % 256 == 0 && std::chrono::steady_clock::now() > spin_until) {
                 std::unique_lock lk(mu_);

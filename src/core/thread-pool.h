@@ -59,27 +59,23 @@ public:
 
     int size() const { return n_threads_; }
     // Runs fn(thread_index, begin, end) over disjoint chunks covering [0, n); returns when all are done.
-    // Chunks are claimed dynamically (about 4 per thread), so one thread may run several chunks and a thread
+    // Chunks are claimed dynamically (see split), so one thread may run several chunks and a thread
     // the OS has not scheduled yet simply gets none: on a busy machine the call degrades to the speed of the
     // threads that do run instead of waiting for one that does not. fn must only accumulate per thread_index.
     // Exceptions thrown by fn are rethrown here (the first one). Not reentrant: call from one thread.
     void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
-    // How parallel_for hands out chunks. interleaved (the default): about 4 chunks per thread, claimed in order
-    // by whichever thread asks first, so with two threads each thread's chunks alternate with the other's.
-    // ranges: chunks_per_thread chunks per thread, each thread owning one contiguous share and running it front
-    // to back (one ascending stream of addresses per thread), then taking what is left of the others' shares
-    // from their backs; worker t >= 1 owns share t - 1 and the calling thread the last one (so that worker 1,
-    // idle while the caller works between calls, can prefetch the start of the next call: set_idle_prefetch).
-    // Set between calls, from the calling thread.
+    // How parallel_for hands out chunks. ranges (the default): chunks_per_thread chunks per thread, each thread
+    // owning one contiguous share and running it front to back (one ascending stream of addresses per thread, which
+    // the hardware prefetcher follows), then taking what is left of the others' shares from their backs, so a thread
+    // the OS does not schedule still loses its work to the others; worker t >= 1 owns share t - 1 and the calling
+    // thread the last one. interleaved: about 4 chunks per thread, claimed in order by whichever thread asks first
+    // (with two threads each thread's chunks alternate with the other's). Decode at 2 threads, quiet machine:
+    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu.md, session 10). Set between calls, from
+    // the calling thread.
     enum class split { interleaved, ranges };
-    void set_split(split s, int chunks_per_thread = 8);
-
-    // Bytes from p that worker 1 prefetches (prefetcht1) 4 KiB at a time while it waits for jobs (nullptr / 0:
-    // nothing, the default), going back to it after a job until done or until the next call of this. Set by the
-    // caller between calls: cpu::matmul_multi with cpu::set_decode_idle_lookahead names the next decode call's first
-    // weights, which are worker 1's with split::ranges. Prefetches never fault, so any address is safe.
-    void set_idle_prefetch(const void* p, size_t bytes);
+    static constexpr int k_default_range_chunks = 16;
+    void set_split(split s, int chunks_per_thread = k_default_range_chunks);
 
     // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
     static int default_threads();
@@ -106,9 +102,9 @@ private:
     const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0;
     int64_t n_chunks_ = 0;
-    split split_ = split::interleaved;                  // the setting
-    std::atomic<split> job_split_{split::interleaved};  // the current job's (read by workers)
-    int range_chunks_ = 8;
+    split split_ = split::ranges;                  // the setting
+    std::atomic<split> job_split_{split::ranges};  // the current job's (read by workers)
+    int range_chunks_ = k_default_range_chunks;
     struct alignas(64) range {
         std::atomic<uint64_t> word{~uint64_t(0)};  // split::ranges: thread t's chunks still to run
     };
@@ -123,9 +119,6 @@ private:
     std::mutex error_mu_;
     std::exception_ptr error_;
     std::atomic<pool_trace*> trace_{nullptr};
-    std::atomic<const uint8_t*> idle_ptr_{nullptr};
-    std::atomic<size_t> idle_bytes_{0};
-    std::atomic<uint64_t> idle_seq_{0};
 };
 
 }  // namespace memtile

@@ -111,8 +111,6 @@ public:
     size_t group_bytes() const { return group_bytes_; }
     int64_t n_groups() const { return n_groups_; }
     int group_rows() const { return group_rows_; }
-    // The first byte after this copy in its arena (the next copy in decode order), or nullptr without an arena.
-    const uint8_t* arena_next() const { return arena_ ? data_ + bytes_ : nullptr; }
 
 private:
     weight_view w_;
@@ -175,7 +173,6 @@ thread_local act_scratch t_scratch;
 std::atomic<bool> g_prefill_gemm{true};
 std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
 std::atomic<int64_t> g_decode_group_pairs{0};
-std::atomic<int64_t> g_idle_lookahead{0};
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
@@ -432,19 +429,10 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
             if (b < e) run_units(p, a, n_tok, b - p.first, e - p.first);
         }
     });
-    // set_decode_idle_lookahead: the start of the next matrix in the arena (the next decode call's, in decode order)
-    // for worker 1 to prefetch while this thread runs the model's serial work.
-    const int64_t ahead = g_idle_lookahead.load(std::memory_order_relaxed);
-    if (n_tok == 1 && ahead > 0 && pool.size() > 1 && parts[n_parts - 1].rw)
-        if (const uint8_t* next = parts[n_parts - 1].rw->arena_next()) pool.set_idle_prefetch(next, size_t(ahead));
 }
 
 void set_decode_prefetch(int64_t bytes) {
     g_decode_prefetch.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
-}
-
-void set_decode_idle_lookahead(int64_t bytes) {
-    g_idle_lookahead.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
 }
 
 void set_decode_group_pairs(int64_t min_distance) {

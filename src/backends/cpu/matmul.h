@@ -112,12 +112,6 @@ void set_decode_prefetch(int64_t bytes);
 // (0: off, the default). Results are the same bit for bit either way (an A/B switch for benchmarks, session 9).
 void set_decode_group_pairs(int64_t min_distance);
 
-// Decode calls on packed weights in an arena, with more than one thread: after the call, worker 1 is asked to
-// prefetch `bytes` from the start of the next matrix (the next call's first weights, in decode order; its share
-// with thread_pool::split::ranges) while the calling thread runs the model's serial work between the calls
-// (thread_pool::set_idle_prefetch). 0: off, the default (an A/B switch, session 10). Results are the same.
-void set_decode_idle_lookahead(int64_t bytes);
-
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".
 std::string matmul_path(dtype t);
 
