@@ -444,9 +444,11 @@ void bench_batch_decode(const std::string& only) {
 // The batched step's masks (cuda::set_batch_step: knock-outs and variants, batch-step.h), the list twice (alternated):
 // us per step of 8 sequences and per layer (a knock-out's saving = the default's us minus its us); masks without
 // knock-out bits also B=2, 4, 16; bits 24-27 / 28-31 of a mask, when not 0, are set_mma_q6k_pipe's modes for the short
-// / long rows (mma-pair.h). Q4_0 and Q4_K_M (`only`: the file types whose name contains it).
+// / long rows (mma-pair.h), bits 16-23 set_mma_q4k_xs's mode + 1 (session 11; 0: the process's default). Q4_0 and
+// Q4_K_M (`only`: the file types whose name contains it).
 void bench_batch_step(const std::string& only, const std::string& masks) {
     const auto& preset = find_preset("llama3-8b");
+    const int xs_mode = cuda::mma_q4k_xs();
     std::vector<unsigned> list;
     for (const auto& e : split_list(masks)) list.push_back(unsigned(std::strtoul(e.c_str(), nullptr, 0)));
     if (list.empty()) list = {cuda::k_batch_step_default};
@@ -462,8 +464,9 @@ void bench_batch_step(const std::string& only, const std::string& masks) {
                        1e6 / single);
             for (int pass = 0; pass < 2; pass++)
                 for (unsigned m : list) {
-                    cuda::set_batch_step(m & 0xffffffu);
+                    cuda::set_batch_step(m & 0xffffu);
                     cuda::set_mma_q6k_pipe(m >> 24 & 15 ? int(m >> 24 & 15) : -1, m >> 28 ? int(m >> 28) : -1);
+                    cuda::set_mma_q4k_xs(m >> 16 & 255 ? int(m >> 16 & 255) - 1 : xs_mode);
                     auto batch = d->make_batch(16, 256);
                     const double s8 = batch->bench(8, 64, 8, 1) / 64;
                     fmt::print("    mask {:#7x}: B=8 {:8.1f} us/step {:6.2f} us/layer {:7.0f} tok/s ({:.3f}x)", m,
@@ -484,6 +487,7 @@ void bench_batch_step(const std::string& only, const std::string& masks) {
     }
     cuda::set_batch_step(cuda::k_batch_step_default);
     cuda::set_mma_q6k_pipe(-1, -1);
+    cuda::set_mma_q4k_xs(xs_mode);
 }
 
 void bench_prefill_batch(const std::string& only) {

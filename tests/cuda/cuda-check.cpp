@@ -144,6 +144,38 @@ void check_batch_products() {
     } catch (const std::exception& e) {
         report(false, fmt::format("batch products Q4_K+Q6_K one launch: {}", e.what()));
     }
+    // Session 11 (gbq11): the Q4_K products with their activations staged in the ring (set_mma_q4k_xs), alone and as
+    // the pair's Q/K blocks: bit-equal to the kernels without (widths of 1, 3, 16 and 56 super-blocks; whole and
+    // partial row tiles; 2..8 sequences).
+    try {
+        const int64_t shapes[][2] = {{4096, 1040}, {14336, 72}, {256, 40}, {768, 520}, {4096, 6144}};
+        int64_t differ = 0;
+        double worst = 0;
+        std::string where = "none";
+        for (const auto& sh : shapes)
+            for (int nb : {2, 5, 7, 8}) {
+                const auto [n, e] = cuda::check_batch_q4k_xs(sh[0], sh[1], nb, 3, uint64_t(nb) * 11 + 7);
+                differ += n;
+                if (e >= worst) {
+                    worst = e;
+                    where = fmt::format("{}x{} B={}", sh[1], sh[0], nb);
+                }
+            }
+        // The staged pair against its two launches, which are then the staged ones checked above.
+        const int mode = cuda::mma_q4k_xs();
+        cuda::set_mma_q4k_xs(3);
+        const int64_t pair_shapes[][3] = {{4096, 5120, 1024}, {768, 520, 136}};
+        int64_t pair_differ = 0;
+        for (const auto& sh : pair_shapes)
+            for (int nb : {2, 5, 8}) pair_differ += cuda::check_batch_pair(sh[0], sh[1], sh[2], nb, uint64_t(nb)).first;
+        cuda::set_mma_q4k_xs(mode);
+        report(differ == 0 && pair_differ == 0 && worst <= 1e-10,
+               fmt::format("batch products Q4_K staged activations: {} outputs differ from the kernel without, pair "
+                           "{} from its two launches, worst NMSE vs dp4a {:.3e} ({}), tol 1e-10",
+                           differ, pair_differ, worst, where));
+    } catch (const std::exception& e) {
+        report(false, fmt::format("batch products Q4_K staged activations: {}", e.what()));
+    }
     // The pipelined Q6_K kernel (session 8, gbq8) in each of its modes: modes 1-5 bit-equal to the register-staged
     // kernel, all against the dp4a kernel as above. Widths: 32 halves (the output and V), 112 (the down matrix: a last
     // group of 16 halves), 12 (one partial group), 64; row counts of whole and partial 16-row tiles.

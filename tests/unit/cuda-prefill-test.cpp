@@ -85,5 +85,17 @@ TEST(cuda_batch, tensor_core_products_match_the_dp4a_kernels) {
         }
 }
 
+// Session 11: the Q4_K products with their activations staged in shared memory (set_mma_q4k_xs mode 3, the default)
+// give the bits of the kernels without.
+TEST(cuda_batch, q4k_staged_activations_are_bit_equal) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    for (int nb : {2, 5, 8}) {
+        const auto [n, e] = cuda::check_batch_q4k_xs(768, 272, nb, 3, 5);
+        EXPECT_EQ(n, 0) << "B=" << nb;
+        EXPECT_LE(e, 1e-10) << "B=" << nb;
+        EXPECT_EQ(cuda::check_batch_q4k_xs(14336, 72, nb, 3, 6).first, 0) << "B=" << nb;
+    }
+}
+
 }  // namespace
 }  // namespace memtile

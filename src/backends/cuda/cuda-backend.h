@@ -180,6 +180,10 @@ double bench_gemm_f16(int n_tok, int64_t n_in, int64_t n_out, int reps);
 // The batched products on tensor cores against the dp4a/FMA kernels (their reference): random [n_out, n_in]
 // weight of type t, random activations of n_rows sequences; NMSE of the tensor-core results.
 double check_batch_products(dtype t, int64_t n_in, int64_t n_out, int n_rows, uint64_t seed);
+// The batched Q4_K products in set_mma_q4k_xs mode `mode` (mma-pair.h; session 11) on random weights [n_out, n_in]
+// and n_rows (2..8) sequences: first the number of outputs that differ from the pipelined kernel in mode 0 (0
+// expected), second the NMSE against the dp4a kernel. Leaves the mode as it was.
+std::pair<int64_t, double> check_batch_q4k_xs(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed);
 
 class batch_decoder;
 

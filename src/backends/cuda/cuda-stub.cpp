@@ -92,6 +92,9 @@ void cuda::set_norm_loads(int) {
 double cuda::check_batch_products(dtype, int64_t, int64_t, int, uint64_t) {
     not_compiled();
 }
+std::pair<int64_t, double> cuda::check_batch_q4k_xs(int64_t, int64_t, int, int, uint64_t) {
+    not_compiled();
+}
 double cuda::bench_gemm_f16(int, int64_t, int64_t, int) {
     not_compiled();
 }

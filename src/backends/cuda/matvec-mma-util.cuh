@@ -123,7 +123,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
                  : "memory");
 }
-template <int N>  // 4 or 8 bytes
+template <int N>  // 4, 8 or 16 bytes, cached in L1 (.ca)
 __device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src),
                  "n"(N)

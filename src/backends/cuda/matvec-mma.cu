@@ -21,6 +21,8 @@
 // per-warp ring in shared memory, ldmatrix); the register-staged kernel stays for other widths and as A/B option.
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/matvec-mma-util.cuh"
@@ -43,6 +45,12 @@ int g_q4k_stages = 0;           // Q4_K pipelined kernel at up to 8 sequences: d
 int g_q4_0_long = 8;            // Q4_0 rows of >= 8,192 elements at up to 8 sequences: 8 stages (A/B: 2 or 4)
 int g_q4_0_short = 2;           // Q4_0 rows of < 8,192 elements at up to 8 sequences: 2 stages (A/B: 3)
 int g_q6k_halves = 0;           // Q6_K at up to 8 sequences: 4 halves in flight, 1 all rows, 2 rows < 8,192 (A/B)
+// Q4_K at up to 8 sequences, activations staged in the ring (XS): bit 0 its own launches, bit 1 the pair's Q4_K blocks.
+// MEMTILE_CUDA_Q4K_XS=MODE replaces the default (A/B of whole runs).
+int g_q4k_xs = [] {
+    const char* e = std::getenv("MEMTILE_CUDA_Q4K_XS");
+    return e && *e ? std::atoi(e) & 3 : 3;
+}();
 
 // Block: 16 rows from blockIdx.x * 16; warp w takes units w, w + 8, ... (a unit: one or two groups of 32;
 // Q4_K/Q5_K: a super-block), KU units' weight loads in flight per warp. RW (Q8_0, Q4_0, F16, BF16): a unit is
@@ -502,6 +510,13 @@ struct pipe_unit {
     static constexpr int stage_bytes = 16 * (qb + side);
 };
 constexpr int k_static_ring = 44 * 1024;  // larger rings: dynamic shared memory (launch_pipe)
+// Session 11 (gbq11), XS: a Q4_K stage also holds its super-block's activations of up to 8 sequences: the int8 quants
+// (8 groups x nb x 32 bytes, contiguous in the group-major layout), the groups' sums xs (8 x nb f32) and the
+// super-block's scale xd (nb f32), so the products read them from shared memory (the quants by ldmatrix) instead of
+// 16 + 16 + 2 global loads per lane and super-block.
+constexpr int k_xs_act_bytes = 8 * 8 * 32, k_xs_bytes = k_xs_act_bytes + 8 * 8 * 4 + 8 * 4;
+template <dtype T, bool XS>
+constexpr int pipe_stage_bytes = pipe_unit<T>::stage_bytes + (XS ? k_xs_bytes : 0);
 
 // Byte offset of 16-byte chunk c of row r in a stage: 8 rows of one chunk (an ldmatrix matrix) hit distinct banks.
 template <int QB>
@@ -513,10 +528,12 @@ __device__ __forceinline__ int pipe_slot(int r, int c) {
 // (56-64 registers); 16 sequences 2. ALT (A/B only): Q8_0 / Q4_0 convert the integer dots to float by an exact add
 // (1.5 * 2^23 + c) instead of I2F; Q4_K scales each group's dot in f32 (the register-staged kernel's arithmetic,
 // conversions by exact adds) instead of summing the 8 sub-blocks' scaled dots of a super-block in integers.
-template <dtype T, int NT, int S, bool ALT>
+template <dtype T, int NT, int S, bool ALT, bool XS = false>
 __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, const int8_t* xq, const float* xd,
                                           const float* xs, float* y, int64_t y_stride, int accumulate) {
     using U = pipe_unit<T>;
+    static_assert(!XS || (T == dtype::q4_k && NT == 1 && S == 2 && !ALT), "XS: Q4_K, 8 sequences, 2 stages");
+    constexpr int SB = pipe_stage_bytes<T, XS>;
     constexpr bool EXACT = ALT;
     // Q4_0 at up to 8 sequences (session 9, gbt9): the A operands are 16 (q - 8), one logic op per word (high nibble
     // in place) or a shift and one (low) instead of the emulated byte subtraction; every f32 value of the accumulation
@@ -525,15 +542,15 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     constexpr bool X16 = T == dtype::q4_0 && NT == 1 && !ALT;
     constexpr int QB = U::qb, CPR = QB / 16, CR = 16 * QB / 512;  // chunks per row, copies per lane and unit
     // Rings over 44 KB (Q4_K at 3-4 stages) are dynamic shared memory: static shared memory is capped at 48 KB.
-    constexpr bool dyn = k_warps * S * U::stage_bytes > k_static_ring;
-    __shared__ __align__(16) uint8_t ring[dyn ? 1 : k_warps][dyn ? 1 : S][dyn ? 16 : U::stage_bytes];
+    constexpr bool dyn = k_warps * S * SB > k_static_ring;
+    __shared__ __align__(16) uint8_t ring[dyn ? 1 : k_warps][dyn ? 1 : S][dyn ? 16 : SB];
     extern __shared__ __align__(16) uint8_t ring_dynamic[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t row0 = int64_t(blk) * 16;
     const int n_in = int(w.n_in), n_u = n_in / U::elems;
     auto stage = [&](int k) -> uint8_t* {
         if constexpr (dyn)
-            return ring_dynamic + (warp * S + k % S) * U::stage_bytes;
+            return ring_dynamic + (warp * S + k % S) * SB;
         else
             return ring[warp][k % S];
     };
@@ -551,7 +568,36 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     const int64_t srow = min(row0 + sr, w.n_out - 1);
     const uint32_t* side4k = T == dtype::q4_k ? q4k_side_of(w.d, srow, n_u) : nullptr;
     const uint16_t* side16 = T == dtype::q4_k ? nullptr : w.d + srow * (n_in / 32);
-    auto issue = [&](int k) {
+    // XS: chunk q of a super-block's activation quants (group j, sequence s, half h: q = (j nb + s) 2 + h) at slot
+    // q ^ ((s / 4) % 2), so the 8 sequences of one ldmatrix matrix (fixed j, h) hit distinct banks; lane's chunks
+    // q = lane + 32 i.
+    int xdst[XS ? 4 : 1];
+    if constexpr (XS)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = lane + 32 * i, sq = (q >> 1) % nb;
+            xdst[i] = q < 16 * nb ? 16 * (q ^ ((sq >> 2) & 1)) : -1;
+        }
+    // Activation copies of unit k (XS; after griddep_wait: the previous kernel writes them).
+    auto issue_x = [&](int k) {
+        if constexpr (XS) {
+            if (k < n_mine) {
+                const int u = warp + k * k_warps;
+                uint8_t* sx = stage(k) + U::stage_bytes;
+                const int8_t* gx = xq + int64_t(u) * 256 * nb;
+                // Through L1 (.ca): every block of the SM reads the same activations (run 1: through L2 only, .cg,
+                // B=8 was 4.4 % slower than the kernel without staging).
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (xdst[i] >= 0) cp_async_small<16>(sx + xdst[i], gx + 16 * (lane + 32 * i));
+                if (lane < 2 * nb)
+                    cp_async_small<16>(sx + k_xs_act_bytes + 16 * lane, xs + int64_t(u) * 8 * nb + 4 * lane);
+                if (lane < nb) cp_async_small<4>(sx + k_xs_act_bytes + 256 + 4 * lane, xd + int64_t(u) * 8 * nb + lane);
+            }
+        }
+    };
+    auto issue = [&](int k, bool with_x) {
+        if (with_x) issue_x(k);
         if (k < n_mine) {
             const int u = warp + k * k_warps;
             uint8_t* st = stage(k);
@@ -570,13 +616,17 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
         cp_async_commit();  // empty groups too: the wait below counts groups
     };
 #pragma unroll
-    for (int k = 0; k < S - 1; k++) issue(k);
+    for (int k = 0; k < S - 1; k++) issue(k, false);
 
     int seq[NT], cs[NT][2];
     float acc[NT][4];
     init_column_tiles<NT>(g, t, nb, seq, cs, acc);
     griddep_wait();
     griddep_launch();
+    if constexpr (XS) {  // unit 0's activations: one more group, older than the loop's (S == 2: wait_group 1 covers it)
+        issue_x(0);
+        cp_async_commit();
+    }
 
     // Group grp's integer dots of both rows and this lane's two columns, as the previous kernels' apply().
     auto apply = [&](int nt, const int(&c)[4], float sA, float sB, int grp) {
@@ -589,13 +639,22 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     // ldmatrix rows: lanes 8m..8m+7 address matrix m = rows (m & 1) * 8 + 0..7 of chunk base + m / 2, so
     // o[0] / o[1] = rows g / g + 8, bytes 4t.. of the first chunk, o[2] / o[3] the same of the second.
     const int lm = lane >> 3, lr = (lane & 7) + 8 * (lm & 1);
+    // XS: this lane's ldmatrix row of the activation quants: sequence min(lane % 8, nb - 1), half (lane / 8) % 2, group
+    // 2c + lane / 16 (+ 64 nb c bytes per c).
+    int xrow = 0;
+    if constexpr (XS) {
+        const int sr8 = min(lane & 7, nb - 1);
+        xrow = 16 * ((((lane >> 4) * nb + sr8) << 1) + (((lane >> 3) & 1) ^ ((sr8 >> 2) & 1)));
+    }
     for (int k = 0; k < n_mine; k++) {
-        issue(k + S - 1);
+        issue(k + S - 1, true);
         cp_async_wait<S - 1>();
         __syncwarp();
         const int u = warp + k * k_warps;
         const uint8_t* sq = stage(k);
         const uint8_t* ss = sq + 16 * QB;
+        const uint8_t* sx = sq + U::stage_bytes;  // XS: the unit's activations
+        (void)sx;
         if constexpr (T == dtype::q4_k && !ALT) {
             // One activation scale per super-block (K-format activations are quantized with q_block 256), so
             // sum_j sc_j dot_j over its 8 sub-blocks is summed in integers (the high nibbles' dots come 16x from
@@ -627,17 +686,26 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
                 const int grp = u * 8 + 2 * c;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t;
-                    const int* xl = reinterpret_cast<const int*>(xa);
-                    const int* xh = reinterpret_cast<const int*>(xa + 32 * nb);
                     int cl[4], ch[4];
-                    mma_u8s8_k32(lo, __ldg(xl), __ldg(xl + 4), cl);
-                    mma_u8s8_k32(hi, __ldg(xh), __ldg(xh + 4), ch);
+                    const float* m_lo;
+                    if constexpr (XS) {
+                        int b[4];  // b0, b1 of group 2c (low nibbles), then of 2c + 1
+                        ldmatrix_x4(sx + xrow + 64 * nb * c, b);
+                        mma_u8s8_k32(lo, b[0], b[1], cl);
+                        mma_u8s8_k32(hi, b[2], b[3], ch);
+                        m_lo = reinterpret_cast<const float*>(sx + k_xs_act_bytes) + 2 * c * nb;
+                    } else {
+                        const int8_t* xa = xq + (int64_t(grp) * nb + seq[nt]) * 32 + 4 * t;
+                        const int* xl = reinterpret_cast<const int*>(xa);
+                        const int* xh = reinterpret_cast<const int*>(xa + 32 * nb);
+                        mma_u8s8_k32(lo, __ldg(xl), __ldg(xl + 4), cl);
+                        mma_u8s8_k32(hi, __ldg(xh), __ldg(xh + 4), ch);
+                        m_lo = xs + grp * nb;
+                    }
                     is[nt][0] += sA0 * cl[0] + sA1 * ch[0];
                     is[nt][1] += sA0 * cl[1] + sA1 * ch[1];
                     is[nt][2] += sB0 * cl[2] + sB1 * ch[2];
                     is[nt][3] += sB0 * cl[3] + sB1 * ch[3];
-                    const float* m_lo = xs + grp * nb;
                     const float2 m0 = {m_lo[cs[nt][0]], m_lo[nb + cs[nt][0]]};
                     const float2 m1 = {m_lo[cs[nt][1]], m_lo[nb + cs[nt][1]]};
                     ms[nt][0] += mA0 * m0.x + mA1 * m0.y;
@@ -651,9 +719,10 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
             const float2 ddA = __half22float2(*reinterpret_cast<const __half2*>(&dmA));  // d, dmin
             const float2 ddB = __half22float2(*reinterpret_cast<const __half2*>(&dmB));
             const float dA = ddA.x * 0.0625f, dB = ddB.x * 0.0625f;  // the 16x of the integer sums
+            const float* xdu = XS ? reinterpret_cast<const float*>(sx + k_xs_act_bytes + 256) : xd + u * 8 * nb;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                const float x0 = xd[u * 8 * nb + cs[nt][0]], x1 = xd[u * 8 * nb + cs[nt][1]];
+                const float x0 = xdu[cs[nt][0]], x1 = xdu[cs[nt][1]];
                 acc[nt][0] += dA * x0 * float(is[nt][0]) - ddA.y * ms[nt][0];
                 acc[nt][1] += dA * x1 * float(is[nt][1]) - ddA.y * ms[nt][1];
                 acc[nt][2] += dB * x0 * float(is[nt][2]) - ddB.y * ms[nt][2];
@@ -769,11 +838,11 @@ __device__ __forceinline__ void pipe_rows(unsigned blk, gpu_weight w, int nb, co
     store_warp_tiles<NT>(acc, warp, lane, row0, w.n_out, nb, y, y_stride, accumulate);
 }
 
-template <dtype T, int NT, int S, int MB, bool ALT>
+template <dtype T, int NT, int S, int MB, bool ALT, bool XS = false>
 __global__ void __launch_bounds__(32 * k_warps, MB)
     matvec_mma_pipe_kernel(gpu_weight w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                            int64_t y_stride, int accumulate) {
-    pipe_rows<T, NT, S, ALT>(blockIdx.x, w, nb, xq, xd, xs, y, y_stride, accumulate);
+    pipe_rows<T, NT, S, ALT, XS>(blockIdx.x, w, nb, xq, xd, xs, y, y_stride, accumulate);
 }
 
 // Two products of the same activations in one launch (the batched step's Q4_K Q/K rows and Q6_K V rows of
@@ -781,32 +850,34 @@ __global__ void __launch_bounds__(32 * k_warps, MB)
 // first), the rest the Q4_K pipelined kernel's (8 sequences at most: one column tile, 2 stages, 2 blocks per SM).
 // Each block runs exactly its own kernel's code, so the results are bit-equal to the two launches; the small V
 // product (64 blocks for 1024 rows) no longer runs alone on the GPU.
+// XS: the Q4_K blocks with their activations staged (75 KB of dynamic shared memory per block).
+template <bool XS = false>
 __global__ void __launch_bounds__(32 * k_warps, 2)
     matvec_mma_pair_kernel(gpu_weight wa, float* ya, gpu_weight wb, float* yb, int n_b, int nb, const int8_t* xq,
                            const float* xd, const float* xs, int64_t y_stride) {
     if (blockIdx.x < unsigned(n_b))
         mma_rows<dtype::q6_k, 1, 8, false, false>(blockIdx.x, wb, nb, nullptr, xq, xd, xs, yb, y_stride, 0);
     else
-        pipe_rows<dtype::q4_k, 1, 2, false>(blockIdx.x - unsigned(n_b), wa, nb, xq, xd, xs, ya, y_stride, 0);
+        pipe_rows<dtype::q4_k, 1, 2, false, XS>(blockIdx.x - unsigned(n_b), wa, nb, xq, xd, xs, ya, y_stride, 0);
 }
+constexpr int k_xs_ring = k_warps * 2 * pipe_stage_bytes<dtype::q4_k, true>;
 
-template <dtype T, int NT, int S, int MB, bool ALT>
+template <dtype T, int NT, int S, int MB, bool ALT, bool XS = false>
 void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd, const float* xs, float* y,
                  int64_t y_stride, bool accumulate, cudaStream_t s) {
     const unsigned blocks = unsigned((w.n_out + 15) / 16);
-    constexpr int ring_bytes = k_warps * S * pipe_unit<T>::stage_bytes;
+    constexpr int ring_bytes = k_warps * S * pipe_stage_bytes<T, XS>;
+    auto* kernel = matvec_mma_pipe_kernel<T, NT, S, MB, ALT, XS>;
     if constexpr (ring_bytes > k_static_ring) {
-        static const bool configured = [] {  // also done by prepare_mma_kernels, outside graph captures
-            cudaFuncSetAttribute(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 ring_bytes);
+        static const bool configured = [&] {  // also done by prepare_mma_kernels, outside graph captures
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes);
             return true;
         }();
         (void)configured;
-        detail::launch_smem(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, ring_bytes, s, w, nb, xq,
-                            xd, xs, y, y_stride, accumulate ? 1 : 0);
+        detail::launch_smem(kernel, blocks, 32 * k_warps, ring_bytes, s, w, nb, xq, xd, xs, y, y_stride,
+                            accumulate ? 1 : 0);
     } else {
-        detail::launch(matvec_mma_pipe_kernel<T, NT, S, MB, ALT>, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y,
-                       y_stride, accumulate ? 1 : 0);
+        detail::launch(kernel, blocks, 32 * k_warps, s, w, nb, xq, xd, xs, y, y_stride, accumulate ? 1 : 0);
     }
 }
 
@@ -827,6 +898,8 @@ void launch_pipe_nt(const gpu_weight& w, int nb, const int8_t* xq, const float* 
             launch_pipe<T, 1, 4, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
         else if (deep == 3)
             launch_pipe<T, 1, 3, 2, false>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
+        else if (NT == 1 && !ALT && (g_q4k_xs & 1))
+            launch_pipe<T, 1, 2, 2, false, true>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
         else
             launch_pipe<T, NT, 2, 2, ALT>(w, nb, xq, xd, xs, y, y_stride, accumulate, s);
     } else {
@@ -937,6 +1010,12 @@ void set_mma_pair(bool on) {
 void set_mma_q4k_stages(int mode) {
     g_q4k_stages = mode >= 0 && mode <= 3 ? mode : 0;
 }
+void set_mma_q4k_xs(int mode) {
+    g_q4k_xs = mode & 3;
+}
+int mma_q4k_xs() {
+    return g_q4k_xs;
+}
 void set_mma_batch_tune(int q4_0_long_stages, int q6k_halves, int q4_0_short_stages) {
     g_q4_0_long = q4_0_long_stages == 2 || q4_0_long_stages == 4 ? q4_0_long_stages : 8;
     g_q4_0_short = q4_0_short_stages == 3 ? 3 : 2;
@@ -950,6 +1029,9 @@ void prepare_mma_kernels() {
     cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 3, 2, false>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k_warps * 3 * pipe_unit<dtype::q4_k>::stage_bytes);
+    cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_k, 1, 2, 2, false, true>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, k_xs_ring);
+    cudaFuncSetAttribute(matvec_mma_pair_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, k_xs_ring);
     cudaFuncSetAttribute(matvec_mma_pipe_kernel<dtype::q4_0, 1, 8, 2, false>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k_warps * 8 * pipe_unit<dtype::q4_0>::stage_bytes);
@@ -962,8 +1044,12 @@ bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b,
     if (n_rows < 2 || n_rows > 8 || a.type != dtype::q4_k || b.type != dtype::q6_k) return false;
     if (a.n_in != b.n_in || a.n_in % 256 != 0) return false;
     const int n_b = int((b.n_out + 15) / 16), n_a = int((a.n_out + 15) / 16);
-    detail::launch(matvec_mma_pair_kernel, unsigned(n_a + n_b), 32 * k_warps, s, a, ya, b, yb, n_b, n_rows, xq, xd, xs,
-                   y_stride);
+    if (g_q4k_xs & 2)
+        detail::launch_smem(matvec_mma_pair_kernel<true>, unsigned(n_a + n_b), 32 * k_warps, k_xs_ring, s, a, ya, b, yb,
+                            n_b, n_rows, xq, xd, xs, y_stride);
+    else
+        detail::launch(matvec_mma_pair_kernel<false>, unsigned(n_a + n_b), 32 * k_warps, s, a, ya, b, yb, n_b, n_rows,
+                       xq, xd, xs, y_stride);
     return true;
 }
 

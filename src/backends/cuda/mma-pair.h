@@ -26,6 +26,13 @@ void set_mma_pair(bool on);
 // stages for rows of >= 8,192. Rings over 44 KB use dynamic shared memory, whose limit prepare_mma_kernels raises
 // (outside graph captures: batched decoders call it when made).
 void set_mma_q4k_stages(int mode);
+// Session 11 (gbq11): the Q4_K pipelined products at 2..8 sequences with their activations staged in the cp.async ring
+// next to the weights (bit-equal: the same values and arithmetic): bit 0 the Q4_K launches, bit 1 the Q4_K blocks of
+// the Q/K + V pair; default 3 (both; MEMTILE_CUDA_Q4K_XS=MODE replaces it), 0: the kernels before. Read at launch
+// (batched decoders: at capture); prepare_mma_kernels raises the staged kernels' shared-memory limit. Checked by
+// check_batch_q4k_xs (cuda-backend.h).
+void set_mma_q4k_xs(int mode);
+int mma_q4k_xs();
 // Session 7 (gq4b), all at up to 8 sequences: cp.async stages of Q4_0 rows of >= 8,192 elements (8, the default,
 // for any value but 2 / 4) and of shorter rows (2, the default; 3 as A/B), Q6_K's halves in flight per warp (0: 2,
 // the default; 4 as A/B: 1 all rows, 2 rows of < 8,192 elements, i.e. the output matrix). The products are bit-equal

@@ -621,6 +621,27 @@ std::pair<int64_t, double> check_batch_pair(int64_t n_in, int64_t rows_a, int64_
     return compare_outputs(y, n_y);
 }
 
+std::pair<int64_t, double> check_batch_q4k_xs(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed) {
+    require_device();
+    if (n_rows < 2 || n_rows > 8) fail("cuda", "batch of {} rows (staged activations: 2..8)", n_rows);
+    device_arena arena;
+    const gpu_weight w = random_weight(arena, dtype::q4_k, n_in, n_out, seed);
+    const auto [x, xq, xd, xs] = random_activations(arena, n_in, n_rows, seed);
+    launch_quantize_rows(x, n_rows, n_in, 256, xq, xd, xs, nullptr);
+    const size_t n_y = size_t(n_out) * size_t(n_rows);
+    float* y[3] = {arena.get_n<float>(n_y), arena.get_n<float>(n_y), arena.get_n<float>(n_y)};
+    for (float* p : y) check(cudaMemset(p, 0xff, n_y * 4), "cudaMemset");  // NaN: rows left unwritten show
+    prepare_mma_kernels();
+    const int was = mma_q4k_xs();
+    for (int k = 0; k < 3; k++) {  // 0: in `mode`, 1: the pipelined kernel without, 2: the dp4a kernel
+        set_mma_q4k_xs(k == 0 ? mode : 0);
+        launch_matvec_batch(w, n_rows, x, xq, xd, xs, y[k], n_out, false, k < 2, nullptr);
+    }
+    set_mma_q4k_xs(was);
+    check(cudaDeviceSynchronize(), "Q4_K staged products");
+    return compare_outputs(y, n_y);
+}
+
 std::pair<int64_t, double> check_batch_q6k_pipe(int64_t n_in, int64_t n_out, int n_rows, int mode, uint64_t seed) {
     require_device();
     if (n_rows < 1 || n_rows > k_max_batch) fail("cuda", "batch of {} rows", n_rows);
