@@ -131,7 +131,8 @@ void set_decode_fusion(unsigned mask);
 // keep the single step's bits): off by default, since the default model's greedy tokens then leave the CPU engine's at
 // token 47 (a near tie). Bit k_norm_fusion_k (norm-bits.h, 4): the same for the K formats' consumers (Q4_K / Q6_K, one
 // activation scale per 256): a parts kernel of units of 256 and scaled Q4_K lane-pair, Q4_K + Q6_K pair and Q6_K lean
-// products (docs/cuda-decode-log.md, "Session 11 (branch gnk11)").
+// products (docs/cuda-decode-log.md, "Session 11 (branch gnk11)"; measured 1 % slower in the single step, B=8 2 %
+// faster); with it bits 8, 16, 32 other register budgets, 64 rms_norm_parts_rows_k in the single step too.
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
 // The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) at other register budgets

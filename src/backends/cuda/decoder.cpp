@@ -525,15 +525,16 @@ private:
             const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
             return nmode != 0 && shapes.qkv.rows == 0 && !pair && scaled_consumers(L.qkv, E);
         };
+        const bool k_rows = norm_fusion_mode() & k_norm_fusion_k_rows;  // norm() forms them
         auto k_consumers = [&](const std::vector<part>& cons) {
-            if (!read_k || !norm_parts_k_consumers(cons, E)) return false;
+            if (!read_k || k_rows || !norm_parts_k_consumers(cons, E)) return false;
             for (const auto& p : cons)
                 if (!matvec_scaled_k_supported(p.w)) return false;
             return true;
         };
         // Q/K/V on parts in units of 256: 2 the pair launch, 1 each product, 0 none.
         auto attn_k_of = [&](const layer_view& L) {
-            if (!read_k || shapes.qkv.rows != 0 || !norm_parts_k_consumers(L.qkv, E)) return 0;
+            if (!read_k || k_rows || shapes.qkv.rows != 0 || !norm_parts_k_consumers(L.qkv, E)) return 0;
             if (fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w))
                 return matvec_pair_scaled_supported(L.qkv[0].w, L.qkv[1].w) ? 2 : 0;
             return k_consumers(L.qkv) ? 1 : 0;

@@ -1,11 +1,11 @@
-// The K-format consumers of the RMSNorm parts in units of 256 (norm-fused.h, mode bit k_norm_fusion_k; docs/cuda-decode-log.md
-// "Session 11 (branch gnk11)"): the Q4_K_M step's Q/K/V (Q4_K lane pairs, or the Q4_K + Q6_K pair launch), gate/up
-// (Q4_K lane pairs) and output (Q6_K lean 2 x 1) products, each as its plain kernel with the norm's scale formed after
-// the wait and applied to each activation scale, at the plain kernel's blocks per SM (ptxas -v, sm_90a): Q4_K lane pairs
-// 54 registers under __launch_bounds__ (.., 9) (plain 56: 9 blocks of 4 warps), Q6_K lean 2 x 1 56 (plain 52: also 9
-// blocks; at (.., 9) ptxas spilled 8 bytes), the pair 48 at (.., 10) with 20 bytes spilled (plain 48: 10 blocks;
-// unbounded 56: 9 blocks, mode bit k_norm_fusion_k_pair56 for the A/B). gnf9's Q8_0 consumers lost speed when they took more
-// registers.
+// The K-format consumers of the RMSNorm parts in units of 256 (norm-fused.h, mode bit k_norm_fusion_k;
+// docs/cuda-decode-log.md "Session 11 (branch gnk11)"): the Q4_K_M step's Q/K/V (Q4_K lane pairs, or the Q4_K + Q6_K
+// pair launch), gate/up (Q4_K lane pairs) and output (Q6_K lean 2 x 1) products, each as its plain kernel with the
+// norm's scale formed after the wait and applied to each activation scale, at the plain kernel's blocks per SM (ptxas
+// -v, sm_90a): Q4_K lane pairs 54 registers under __launch_bounds__ (.., 9) (plain 56: 9 blocks of 4 warps; at (.., 8)
+// 62 and unbounded 48, mode bits k_norm_fusion_k_q4k62 / _q4k48), Q6_K lean 2 x 1 56 (plain 52: also 9 blocks; at (..,
+// 9) ptxas spilled 8 bytes), the pair 48 at (.., 10) with 20 bytes spilled (plain 48: 10 blocks; unbounded 56: 9
+// blocks, mode bit k_norm_fusion_k_pair56 for the A/B). gnf9's Q8_0 consumers lost speed when they took more registers.
 #include "backends/cuda/matvec-lean.cuh"
 #include "backends/cuda/matvec-q4k.cuh"
 #include "backends/cuda/matvec-qkm.h"
@@ -16,7 +16,9 @@ namespace {
 
 using namespace detail;
 
-__global__ void __launch_bounds__(32 * k_block_warps, 9)
+// MINB 9: 54 registers; 8: 62 (k_norm_fusion_k_q4k62); 0: 48 (k_norm_fusion_k_q4k48).
+template <int MINB>
+__global__ void __launch_bounds__(32 * k_block_warps, MINB)
     matvec_q4k_lp_scaled_kernel(q4k_args a, norm_parts p, float* y, int accumulate) {
     q4k_lp_block<true, true>(a, int(blockIdx.x), p.q, p.d, p.sq, y, accumulate, p.ss, p.eps);
 }
@@ -60,7 +62,10 @@ void launch_matvec_scaled_k(const gpu_weight& w, const norm_parts& p, float* y, 
     kq_lean_args b;
     const int acc = accumulate ? 1 : 0;
     if (q4k_one(w, a))
-        launch(matvec_q4k_lp_scaled_kernel, unsigned((w.n_out + 3) / 4), 32 * k_block_warps, s, a, p, y, acc);
+        launch((norm_fusion_mode() & k_norm_fusion_k_q4k62)   ? matvec_q4k_lp_scaled_kernel<8>
+               : (norm_fusion_mode() & k_norm_fusion_k_q4k48) ? matvec_q4k_lp_scaled_kernel<0>
+                                                              : matvec_q4k_lp_scaled_kernel<9>,
+               unsigned((w.n_out + 3) / 4), 32 * k_block_warps, s, a, p, y, acc);
     else if (q6k_one(w, b))
         launch(matvec_q6k_lean_scaled_kernel, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, b, p, y, acc);
 }

@@ -96,9 +96,10 @@ __global__ void __launch_bounds__(128) norm_parts_k_kernel(const float* x, int n
 }
 
 // rms_norm_parts_rows_kernel for units of 256: blocks of 8 warps, blockIdx.y = row; every block forms its row's unit
-// sums (a warp per unit, into [n / 256] floats of dynamic shared memory) and scale, then warp w its unit 8 blockIdx.x +
-// w, scaled as a consumer scales it: xd = d * s, xs = xd * the group's sum of quants (group-major over the rows); out
-// = (x * s) * g.
+// sums (warp w the units w, w + 8, ..., their loads issued in runs of 4 units before the sums, into [n / 256] floats of
+// dynamic shared memory) and scale, then warp w its unit 8 blockIdx.x + w (one of its own, kept from the run), scaled
+// as a consumer scales it: xd = d * s, xs = xd * the group's sum of quants (group-major over the rows); out = (x * s) *
+// g.
 __global__ void __launch_bounds__(256) rms_norm_parts_rows_k_kernel(const float* x, const float* g, float* out, int n,
                                                                     float eps, int8_t* xq, float* xd, float* xs) {
     extern __shared__ float unit_ss[];
@@ -111,22 +112,34 @@ __global__ void __launch_bounds__(256) rms_norm_parts_rows_k_kernel(const float*
     griddep_launch();
     x += row * n;
     out += row * n;
-    for (int k = warp; k < nu; k += 8) {
-        float v[8];
-        load_unit(x, int64_t(k) * 256 + 8 * lane, v);
-        const float t = unit_sum_squares(v);
-        if (lane == 0) unit_ss[k] = t;
+    constexpr int RUN = 4;
+    float v[8] = {}, u[8];
+    for (int k0 = warp; k0 < nu; k0 += 8 * RUN) {
+        float r[RUN][8];
+#pragma unroll
+        for (int i = 0; i < RUN; i++)
+            if (k0 + 8 * i < nu) load_unit(x, int64_t(k0 + 8 * i) * 256 + 8 * lane, r[i]);
+#pragma unroll
+        for (int i = 0; i < RUN; i++) {
+            if (k0 + 8 * i >= nu) continue;
+            const float t = unit_sum_squares(r[i]);
+            if (lane == 0) unit_ss[k0 + 8 * i] = t;
+            if (k0 + 8 * i == unit)
+#pragma unroll
+                for (int j = 0; j < 8; j++) v[j] = r[i][j];
+        }
     }
     __syncthreads();
     const float sc = norm_scale_units(unit_ss, n, eps, lane);
     if (unit >= nu) return;
-    float v[8], u[8];
-    load_unit(x, e, v);
+    float o[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         u[j] = __fmul_rn(v[j], gv[j]);
-        out[e + j] = __fmul_rn(__fmul_rn(v[j], sc), gv[j]);
+        o[j] = __fmul_rn(__fmul_rn(v[j], sc), gv[j]);
     }
+    *reinterpret_cast<float4*>(out + e) = make_float4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<float4*>(out + e + 4) = make_float4(o[4], o[5], o[6], o[7]);
     const unit_quants r = quantize_unit(u);
     const int64_t grp = (int64_t(unit) * 8 + lane / 4) * gridDim.y + row;
     *reinterpret_cast<uint2*>(xq + grp * 32 + 8 * (lane & 3)) = r.q;
