@@ -268,8 +268,9 @@ void check_norm_bits(const std::string& kjv) {
 // The RMSNorm from parts in units of 256 (cuda::k_norm_fusion_k, the K formats' consumers). Tiny models with the bit
 // set: logits against the CPU engine (Q5_K_M: its consumers read rms_norm_parts_rows_k's values in the single step
 // too), a batch of one bit-equal to the single step, a batch of 4 against single steps. llama3-8b shapes (random
-// Q4_K_M, 12 steps in a context of 512): the pair launch's two scaled kernels (48 / 56 registers) and the separate
-// scaled products (fusion mask without k_qkm_pair; no fusion at all) bit-equal; the bit against mode 0 (another
+// Q4_K_M, 12 steps in a context of 512): the pair launch's two scaled kernels (48 / 56 registers), the Q4_K scaled
+// kernel's two other budgets, the separate scaled products (fusion mask without k_qkm_pair; no fusion at all) and the
+// plain products on rms_norm_parts_rows_k's values (k_norm_fusion_k_rows) bit-equal; the bit against mode 0 (another
 // rounding of the norm) per step, step 0 within the 1e-3 bound.
 void check_norm_k(const std::string& dir) {
     struct item {
@@ -296,14 +297,19 @@ void check_norm_k(const std::string& dir) {
         int mode;
         unsigned fusion;
     };
+    constexpr int K = cuda::k_norm_fusion_k;
     const run runs[] = {{0, fuse0},
-                        {cuda::k_norm_fusion_k, fuse0},
-                        {cuda::k_norm_fusion_k | cuda::k_norm_fusion_k_pair56, fuse0},
-                        {cuda::k_norm_fusion_k, fuse0 & ~cuda::k_qkm_pair},
-                        {cuda::k_norm_fusion_k, 0}};
+                        {K, fuse0},
+                        {K | cuda::k_norm_fusion_k_pair56, fuse0},
+                        {K | cuda::k_norm_fusion_k_q4k62, fuse0},
+                        {K | cuda::k_norm_fusion_k_q4k48, fuse0},
+                        {K, fuse0 & ~cuda::k_qkm_pair},
+                        {K, 0},
+                        {K | cuda::k_norm_fusion_k_rows, fuse0}};
+    constexpr int n_runs = int(std::size(runs));
     try {
-        std::vector<std::vector<float>> out[5];
-        for (int k = 0; k < 5; k++) {
+        std::vector<std::vector<float>> out[n_runs];
+        for (int k = 0; k < n_runs; k++) {
             cuda::set_norm_fusion(runs[k].mode);
             cuda::set_decode_fusion(runs[k].fusion);
             auto d = cuda::decoder::random(find_preset("llama3-8b").config, file_type::q4_k_m, 512, 11);
@@ -316,15 +322,15 @@ void check_norm_k(const std::string& dir) {
         cuda::set_norm_fusion(mode0);
         cuda::set_decode_fusion(fuse0);
         int differ = 0;
-        for (int k = 2; k < 5; k++)
+        for (int k = 2; k < n_runs; k++)
             for (size_t i = 0; i < out[1].size(); i++)
                 if (std::memcmp(out[1][i].data(), out[k][i].data(), out[1][i].size() * sizeof(float)) != 0) differ++;
         std::vector<double> e;
         for (size_t i = 0; i < out[0].size(); i++) e.push_back(test::nmse(out[1][i], out[0][i]));
         report(differ == 0 && e[0] <= 1e-3,
-               fmt::format("norm parts k llama3-8b Q4_K_M 12 steps: pair 48 / 56 registers, no pair launch, no fusion: "
-                           "{} step(s) differ (bit-equal expected); vs mode 0 NMSE at steps 0/1/3/7/11 {:.1e} {:.1e} "
-                           "{:.1e} {:.1e} {:.1e} (step 0 tol 1e-3)",
+               fmt::format("norm parts k llama3-8b Q4_K_M 12 steps: pair 48 / 56 registers, Q4_K 62 / 48, no pair "
+                           "launch, no fusion, rows kernel: {} step(s) differ (bit-equal expected); vs mode 0 NMSE at "
+                           "steps 0/1/3/7/11 {:.1e} {:.1e} {:.1e} {:.1e} {:.1e} (step 0 tol 1e-3)",
                            differ, e[0], e[1], e[3], e[7], e[11]));
     } catch (const std::exception& ex) {
         cuda::set_norm_fusion(mode0);
