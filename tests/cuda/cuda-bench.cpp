@@ -280,9 +280,14 @@ void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const 
                     auto d = cuda::decoder::random(preset.config, ft, 512, 11);
                     const double tps = 128 / d->bench_decode(128, 16, 1);
                     const double bytes = double(d->streamed_bytes_per_token());
-                    fmt::print("  {:<7} norm {} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}\n",
+                    fmt::print("  {:<7} norm {} tg128 {:7.1f} tok/s  {:6.2f} us/layer  ratio {:.3f}",
                                file_type_name(ft), e, tps, 1e6 / tps / preset.config.n_layer,
                                tps * bytes / (bw.hbm_read_gbs * 1e9));
+                    if (ft == file_type::q4_k_m) {  // the batched step's norms follow the mode (K formats: bit 4)
+                        auto batch = d->make_batch(16, 256);
+                        fmt::print("  B=8 {:.1f} tok/s", 8 * 64 / batch->bench(8, 64, 8, 1));
+                    }
+                    fmt::print("\n");
                     std::fflush(stdout);
                 } catch (const std::exception& ex) {
                     report(false, fmt::format("bench norm {} {}: {}", e, file_type_name(ft), ex.what()));

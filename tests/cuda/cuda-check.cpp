@@ -297,6 +297,80 @@ void check_norm_bits(const std::string& kjv) {
     }
 }
 
+// The RMSNorm from parts in units of 256 (cuda::k_norm_fusion_k, the K formats' consumers). Tiny models with the bit
+// set: logits against the CPU engine (Q5_K_M: its consumers read rms_norm_parts_rows_k's values in the single step
+// too), a batch of one bit-equal to the single step, a batch of 4 against single steps. llama3-8b shapes (random
+// Q4_K_M, 12 steps in a context of 512): the pair launch's two scaled kernels (48 / 56 registers), the Q4_K scaled
+// kernel's two other budgets, the separate scaled products (fusion mask without k_qkm_pair; no fusion at all) and the
+// plain products on rms_norm_parts_rows_k's values (k_norm_fusion_k_rows) bit-equal; the bit against mode 0 (another
+// rounding of the norm) per step, step 0 within the 1e-3 bound.
+void check_norm_k(const std::string& dir) {
+    struct item {
+        const char* preset;
+        file_type ft;
+    };
+    for (const item& it :
+         {item{"tiny", file_type::q4_k_m}, item{"tiny", file_type::q5_k_m}, item{"tiny-llama3", file_type::q4_k_m}}) {
+        try {
+            const auto r = test::compare_norm_k(test::make_synthetic(dir, it.preset, it.ft), cuda::k_norm_fusion_k);
+            report(r.cpu_nmse <= 1e-3 && r.one_nmse == 0 && r.one_mismatches == 0 && r.batch_nmse <= 1e-3 &&
+                       r.batch_mismatches == 0,
+                   fmt::format("norm parts k {:<11} {:<6} vs CPU NMSE {:.3e} (tol 1e-3); batch of one NMSE {:.1e} "
+                               "(bit-equal expected); batch of 4 NMSE {:.1e}, {} argmax mismatches",
+                               it.preset, file_type_name(it.ft), r.cpu_nmse, r.one_nmse, r.batch_nmse,
+                               r.batch_mismatches));
+        } catch (const std::exception& e) {
+            report(false, fmt::format("norm parts k {} {}: {}", it.preset, file_type_name(it.ft), e.what()));
+        }
+    }
+    const int mode0 = cuda::norm_fusion();
+    const unsigned fuse0 = cuda::k_decode_fusion_default;
+    struct run {
+        int mode;
+        unsigned fusion;
+    };
+    constexpr int K = cuda::k_norm_fusion_k;
+    const run runs[] = {{0, fuse0},
+                        {K, fuse0},
+                        {K | cuda::k_norm_fusion_k_pair56, fuse0},
+                        {K | cuda::k_norm_fusion_k_q4k62, fuse0},
+                        {K | cuda::k_norm_fusion_k_q4k48, fuse0},
+                        {K, fuse0 & ~cuda::k_qkm_pair},
+                        {K, 0},
+                        {K | cuda::k_norm_fusion_k_rows, fuse0}};
+    constexpr int n_runs = int(std::size(runs));
+    try {
+        std::vector<std::vector<float>> out[n_runs];
+        for (int k = 0; k < n_runs; k++) {
+            cuda::set_norm_fusion(runs[k].mode);
+            cuda::set_decode_fusion(runs[k].fusion);
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, file_type::q4_k_m, 512, 11);
+            const int nv = int(d->config().n_vocab);
+            for (int i = 0; i < 12; i++) {
+                const auto l = d->forward(int32_t((7919 * i + 3) % nv));
+                out[k].emplace_back(l.begin(), l.end());
+            }
+        }
+        cuda::set_norm_fusion(mode0);
+        cuda::set_decode_fusion(fuse0);
+        int differ = 0;
+        for (int k = 2; k < n_runs; k++)
+            for (size_t i = 0; i < out[1].size(); i++)
+                if (std::memcmp(out[1][i].data(), out[k][i].data(), out[1][i].size() * sizeof(float)) != 0) differ++;
+        std::vector<double> e;
+        for (size_t i = 0; i < out[0].size(); i++) e.push_back(test::nmse(out[1][i], out[0][i]));
+        report(differ == 0 && e[0] <= 1e-3,
+               fmt::format("norm parts k llama3-8b Q4_K_M 12 steps: pair 48 / 56 registers, Q4_K 62 / 48, no pair "
+                           "launch, no fusion, rows kernel: {} step(s) differ (bit-equal expected); vs mode 0 NMSE at "
+                           "steps 0/1/3/7/11 {:.1e} {:.1e} {:.1e} {:.1e} {:.1e} (step 0 tol 1e-3)",
+                           differ, e[0], e[1], e[3], e[7], e[11]));
+    } catch (const std::exception& ex) {
+        cuda::set_norm_fusion(mode0);
+        cuda::set_decode_fusion(fuse0);
+        report(false, fmt::format("norm parts k llama3-8b Q4_K_M: {}", ex.what()));
+    }
+}
+
 // Weights staged in shared memory before the PDL wait (cuda::set_matvec_prefetch) change no bit: logits of 12 steps of
 // llama3-8b shapes (random weights, context 512; the staged path needs rows of more than 4 early tasks per thread, so
 // the tiny models would not reach it) with staging off and with every product, the RMSNorm trigger and a carveout, at
@@ -1047,6 +1121,7 @@ int main(int argc, char** argv) {
             check_formats(tmp);
             check_prefetch_bits();
             check_norm_bits(kjv);
+            check_norm_k(tmp);
             check_norm_load_bits(kjv);
             if (!stories.empty()) {
                 const std::string g = tmp + "/stories260K.gguf";

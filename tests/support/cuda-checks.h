@@ -391,6 +391,33 @@ inline batch_comparison compare_batch(const std::string& path, int n_seq, int n_
     return r;
 }
 
+// The RMSNorm from parts in units of 256 (cuda::set_norm_fusion's bit cuda::k_norm_fusion_k; the K formats' consumers)
+// with `mode` set (the previous mode restored): logits against the CPU engine (12 steps), a batch of one against the
+// single step (8 steps: bit-equal expected) and a batch of 4 against single steps (5 steps).
+struct norm_k_comparison {
+    double cpu_nmse = 0, one_nmse = 0, batch_nmse = 0;
+    int one_mismatches = 0, batch_mismatches = 0;
+};
+inline norm_k_comparison compare_norm_k(const std::string& path, int mode) {
+    const int mode0 = cuda::norm_fusion();
+    cuda::set_norm_fusion(mode);
+    norm_k_comparison r;
+    try {
+        r.cpu_nmse = compare_logits(path, 12).worst_nmse;
+        const auto one = compare_batch(path, 1, 8);
+        r.one_nmse = one.worst_nmse;
+        r.one_mismatches = one.token_mismatches;
+        const auto b = compare_batch(path, 4, 5);
+        r.batch_nmse = b.worst_nmse;
+        r.batch_mismatches = b.token_mismatches;
+    } catch (...) {
+        cuda::set_norm_fusion(mode0);
+        throw;
+    }
+    cuda::set_norm_fusion(mode0);
+    return r;
+}
+
 struct batch_greedy_comparison {
     int mismatches = 0;  // sequences whose greedy tokens differ from the single-sequence decoder's
     int first_mismatch_step = -1;

@@ -76,6 +76,24 @@ TEST(cuda_batch, batch_of_one_is_bit_equal_and_steps_are_batch_invariant) {
     }
 }
 
+// The RMSNorm from parts in units of 256 (cuda::k_norm_fusion_k; tests/support/cuda-checks.h, compare_norm_k): with
+// the bit set the K formats' logits stay within the CPU engine's bound, a batch of one stays bit-equal to the single
+// step (the batched step forms the values the single step's consumers form from the parts) and a batch of 4 matches
+// the single steps. Q5_K_M: the single step's consumers read rms_norm_parts_rows_k's values (no scaled Q5_K kernel).
+TEST(cuda_batch, norm_from_parts_in_units_of_256_keeps_the_checks) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
+    const format_case cases[] = {
+        {"tiny", file_type::q4_k_m, 1e-3}, {"tiny", file_type::q5_k_m, 1e-3}, {"tiny-llama3", file_type::q4_k_m, 1e-3}};
+    for (const auto& c : cases) {
+        const auto r = test::compare_norm_k(model_path(c), cuda::k_norm_fusion_k);
+        EXPECT_LE(r.cpu_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(r.one_nmse, 0.0) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(r.one_mismatches, 0) << c.preset << " " << file_type_name(c.type);
+        EXPECT_LE(r.batch_nmse, c.tolerance) << c.preset << " " << file_type_name(c.type);
+        EXPECT_EQ(r.batch_mismatches, 0) << c.preset << " " << file_type_name(c.type);
+    }
+}
+
 TEST(cuda_batch, tensor_core_products_match_the_dp4a_kernels) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")";
     for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::f16, dtype::bf16})

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/norm-bits.h"
 #include "backends/cuda/qkm-bits.h"
 #include "core/dtype.h"
 #include "models/model-config.h"
@@ -128,7 +129,10 @@ void set_decode_fusion(unsigned mask);
 // products in thread-block clusters (slower than 0); 3 a diagnostic of 2. Or MEMTILE_CUDA_NORM=MODE; read when a graph
 // is captured. Modes 1 and 2 round the norm differently from mode 0 (the batched step follows them, so a batch's rows
 // keep the single step's bits): off by default, since the default model's greedy tokens then leave the CPU engine's at
-// token 47 (a near tie).
+// token 47 (a near tie). Bit k_norm_fusion_k (norm-bits.h, 4): the same for the K formats' consumers (Q4_K / Q6_K, one
+// activation scale per 256): a parts kernel of units of 256 and scaled Q4_K lane-pair, Q4_K + Q6_K pair and Q6_K lean
+// products (docs/cuda-decode-log.md, "Session 11 (branch gnk11)"; measured 1 % slower in the single step, B=8 2 %
+// faster); with it bits 8, 16, 32 other register budgets, 64 rms_norm_parts_rows_k in the single step too.
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
 // The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) at other register budgets

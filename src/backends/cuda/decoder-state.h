@@ -53,6 +53,15 @@ inline bool norm_parts_consumers(const std::vector<view_part>& consumers, int64_
     return consumers_q_block(consumers) == 32;
 }
 
+// Whether a norm with these consumers has the arithmetic of norm-parts.cuh in units of 256 with set_norm_fusion's bit
+// k_norm_fusion_k (int8 consumers whose activation is quantized per 256: the K formats), in both steps as above.
+inline bool norm_parts_k_consumers(const std::vector<view_part>& consumers, int64_t n_embd) {
+    if (n_embd % 256 != 0 || consumers.empty()) return false;
+    for (const auto& p : consumers)
+        if (!matvec_uses_int8(p.w.type)) return false;
+    return consumers_q_block(consumers) == 256;
+}
+
 // Key ranges of the split-K decode attention for a context of n_ctx positions (the single-sequence and batched steps
 // use the same count, so that a batch of one equals the single step): n_ctx / 128 in 1..32, or MEMTILE_CUDA_SPLITS
 // when set (1..32; A/B benchmarks). Defined in decoder.cpp.

@@ -516,17 +516,35 @@ private:
         // parts (scaled_consumers), the parts kernel or (mode 2) the product before it (Wo, down; mode 3: only that
         // side, a diagnostic) leaves them, parts_ready: the last product did; else rms_norm_parts_rows forms the same
         // values for any int8 kernel.
-        const int nmode = norm_fusion_mode();
-        const bool leave_parts = nmode == 2 || nmode == 3, read_parts = norm_parts_read();
+        // Bit k_norm_fusion_k (the consumers in units of 256, the K formats): the parts kernel of units where every
+        // consumer of the norm reads them (k_consumers), else rms_norm_parts_rows_k's values.
+        const int nmode = norm_fusion_mode() & 3;
+        const bool leave_parts = nmode == 2 || nmode == 3, read_parts = norm_parts_read(), read_k = norm_parts_k_read();
         auto parts = [&](const float* g) { return norm_parts{g, nq_, nd_, nsq_, nss_, c.norm_eps}; };
         auto attn_parts_of = [&](const layer_view& L) {
             const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
             return nmode != 0 && shapes.qkv.rows == 0 && !pair && scaled_consumers(L.qkv, E);
         };
+        const bool k_rows = norm_fusion_mode() & k_norm_fusion_k_rows;  // norm() forms them
+        auto k_consumers = [&](const std::vector<part>& cons) {
+            if (!read_k || k_rows || !norm_parts_k_consumers(cons, E)) return false;
+            for (const auto& p : cons)
+                if (!matvec_scaled_k_supported(p.w)) return false;
+            return true;
+        };
+        // Q/K/V on parts in units of 256: 2 the pair launch, 1 each product, 0 none.
+        auto attn_k_of = [&](const layer_view& L) {
+            if (!read_k || k_rows || shapes.qkv.rows != 0 || !norm_parts_k_consumers(L.qkv, E)) return 0;
+            if (fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w))
+                return matvec_pair_scaled_supported(L.qkv[0].w, L.qkv[1].w) ? 2 : 0;
+            return k_consumers(L.qkv) ? 1 : 0;
+        };
         // A norm not formed from parts: rms_norm_kernel, or its values with the parts' arithmetic.
         auto norm = [&](const float* g, const std::vector<part>& cons) {
             if (read_parts && norm_parts_consumers(cons, E))
                 launch_rms_norm_parts_rows(x_, g, xn_, 1, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else if (read_k && norm_parts_k_consumers(cons, E))
+                launch_rms_norm_parts_rows_k(x_, g, xn_, 1, int(E), c.norm_eps, xq_, xd_, xs_, s);
             else
                 launch_rms_norm(x_, g, xn_, int(E), c.norm_eps, q_block(cons), xq_for(cons), xd_, xs_, s);
         };
@@ -537,14 +555,22 @@ private:
             uint16_t* kc = k_cache_ + (il - first_layer_) * layer_kv;
             uint16_t* vc = v_cache_ + (il - first_layer_) * layer_kv;
             const bool attn_parts = read_parts && attn_parts_of(L);
+            const int attn_k = attn_k_of(L);
             if (!(knock & k_knockout_attn_norm) && attn_parts && !parts_ready)
                 launch_norm_parts(x_, int(E), parts(L.attn_norm), s);
+            else if (!(knock & k_knockout_attn_norm) && attn_k)
+                launch_norm_parts_k(x_, int(E), parts(L.attn_norm), s);
             else if (!(knock & k_knockout_attn_norm) && !attn_parts)
                 norm(L.attn_norm, L.qkv);
             parts_ready = false;
             const bool pair = fuse_pair && L.qkv.size() == 2 && matvec_pair_supported(L.qkv[0].w, L.qkv[1].w);
             if (!(knock & k_knockout_qkv) && attn_parts)
                 for (const auto& p : L.qkv) launch_matvec_scaled(p.w, parts(L.attn_norm), qkv_ + p.offset, false, s);
+            else if (!(knock & k_knockout_qkv) && attn_k == 2)
+                launch_matvec_pair_scaled(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w, qkv_ + L.qkv[1].offset,
+                                          parts(L.attn_norm), s);
+            else if (!(knock & k_knockout_qkv) && attn_k == 1)
+                for (const auto& p : L.qkv) launch_matvec_scaled_k(p.w, parts(L.attn_norm), qkv_ + p.offset, false, s);
             else if (!(knock & k_knockout_qkv) && pair)
                 launch_matvec_pair(L.qkv[0].w, qkv_ + L.qkv[0].offset, L.qkv[1].w, qkv_ + L.qkv[1].offset, xq_, xd_,
                                    xs_, decode_fusion(), s);
@@ -568,6 +594,7 @@ private:
             const bool ffn_ok =
                 !(knock & k_knockout_ffn) && nmode != 0 && !glu_f && !glu_q && scaled_consumers(L.gate_up, E);
             const bool ffn_parts = read_parts && ffn_ok;
+            const bool ffn_k = !(knock & k_knockout_ffn) && !glu_f && !glu_q && k_consumers(L.gate_up);
             bool ffn_ready = false;
             if (!(knock & k_knockout_wo) && shapes.wo.rows == 0 && leave_parts && ffn_ok &&
                 launch_matvec_norm(L.wo, xq_, xd_, xs_, x_, parts(L.ffn_norm), s))
@@ -582,6 +609,10 @@ private:
             if (ffn_parts) {
                 if (!ffn_ready) launch_norm_parts(x_, int(E), parts(L.ffn_norm), s);
                 for (const auto& p : L.gate_up) launch_matvec_scaled(p.w, parts(L.ffn_norm), gu_ + p.offset, false, s);
+            } else if (ffn_k) {
+                launch_norm_parts_k(x_, int(E), parts(L.ffn_norm), s);
+                for (const auto& p : L.gate_up)
+                    launch_matvec_scaled_k(p.w, parts(L.ffn_norm), gu_ + p.offset, false, s);
             } else {
                 norm(L.ffn_norm, L.gate_up);
                 if (glu_f) {
@@ -610,6 +641,9 @@ private:
         if (out_parts) {
             if (!parts_ready) launch_norm_parts(x_, int(E), parts(output_norm_), s);
             launch_matvec_scaled(output_, parts(output_norm_), logits_, false, s);
+        } else if (k_consumers({{output_, 0}})) {
+            launch_norm_parts_k(x_, int(E), parts(output_norm_), s);
+            launch_matvec_scaled_k(output_, parts(output_norm_), logits_, false, s);
         } else {
             norm(output_norm_, {{output_, 0}});
             if (!launch_matvec_qkm(output_, xq_, xd_, xs_, logits_, false, decode_fusion(), s))

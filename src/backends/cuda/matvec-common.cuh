@@ -181,15 +181,19 @@ __device__ __forceinline__ void q4k_accumulate(int4 w0, int4 w1, uint32_t sm, ui
 // masked in place (16 q) for an unsigned one, so no shift per quant word and no 6-bit scale unpacking. Both
 // sub-blocks share one activation scale (q8_k: one per 256), so lo sc0 + hi sc1 is summed exactly in integers
 // (< 2^23) and converted once; the mins use the block sums xs.
-template <int R>
+// NS (the norm parts of norm-fused.h in units of 256): xd holds the unscaled unit scale, xs the groups' sums of
+// quants; the RMSNorm scale sc gives ad = xd sc and as = ad xs (the values of launch_rms_norm_parts_rows_k).
+template <int R, bool NS = false>
 __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                         const float* xd, const float* xs, int t, int c, float (&acc)[R]) {
+                                         const float* xd, const float* xs, int t, int c, float (&acc)[R],
+                                         float sc = 1.0f) {
     const int b = t >> 2;
     const int8_t* ax = xq + b * 256 + 64 * c;
     const int4 a0 = load_act(ax), a1 = load_act(ax + 16), a2 = load_act(ax + 32), a3 = load_act(ax + 48);
     const int g = b * 8 + 2 * c;
-    const float ad = xd[g];
-    const float2 as = *reinterpret_cast<const float2*>(xs + g);
+    const float ad = NS ? __fmul_rn(xd[g], sc) : xd[g];
+    float2 as = *reinterpret_cast<const float2*>(xs + g);
+    if constexpr (NS) as = make_float2(__fmul_rn(ad, as.x), __fmul_rn(ad, as.y));
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int4 w0 = load_stream(q[r] + b * 128 + 32 * c), w1 = load_stream(q[r] + b * 128 + 32 * c + 16);
@@ -205,9 +209,10 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
 // 3g..3g+2 gathered (k = 3). The quants are the signed 4v, so no offset term; the 8 sub-blocks' scaled dots
 // are summed exactly in integers (|sum| < 2^29) and converted once: the activation scale is one per super-block
 // (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
-template <int R>
+// NS: as task_q4k (xd the unscaled unit scale, times the RMSNorm scale ns).
+template <int R, bool NS = false>
 __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, int n_half, float (&acc)[R]) {
+                                          const float* xd, int t, int n_half, float (&acc)[R], float ns = 1.0f) {
     const int b = t >> 1;
     // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
     // arithmetic would add a memory latency to each.
@@ -223,7 +228,7 @@ __device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const ui
         sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
         dw[r] = h2f(__ldg(d[r] + b));
     }
-    const float ad = xd[b * 8] * 0.25f;
+    const float ad = (NS ? __fmul_rn(xd[b * 8], ns) : xd[b * 8]) * 0.25f;
     const int8_t* ax = xq + 128 * t;
     int part[R];
 #pragma unroll

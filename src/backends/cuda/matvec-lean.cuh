@@ -18,9 +18,21 @@ struct kq_lean_args {
     const uint16_t* d;  // row r at d + r d_row (Q4_K: its side words, Q6_K: its f16 scales)
     int n_out, row_bytes, d_row, n_in;
 };
-template <dtype T, int R, int W, bool ONE>
+// NS: xq, xd, xs are norm parts in units of 256 (norm-fused.h) and nss / neps their unit sums of squares and epsilon:
+// the RMSNorm scale is formed after the wait (norm_scale_units) and applied to each activation scale (task_q4k).
+// The lean arguments of w (Q4_K / Q6_K); false where the 32-bit arithmetic does not cover it.
+inline bool lean_args(const gpu_weight& w, kq_lean_args& a) {
+    const int64_t d_row = w.type == dtype::q4_k ? 2 * q4k_side_row_words(w.n_in / 256) : w.n_in / 256;
+    constexpr int64_t lim = int64_t(1) << 30;
+    if (!w.d || w.n_out >= lim || w.q_row_bytes >= lim || w.n_in >= lim) return false;
+    a = kq_lean_args{w.q, w.d, int(w.n_out), int(w.q_row_bytes), int(d_row), int(w.n_in)};
+    return true;
+}
+
+template <dtype T, int R, int W, bool ONE, bool NS = false>
 __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, const int8_t* xq, const float* xd,
-                                              const float* xs, float* y, int accumulate) {
+                                              const float* xs, float* y, int accumulate, const float* nss = nullptr,
+                                              float neps = 0) {
     constexpr int S = 32 * W, G = k_block_warps / W;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
     const int tid = (warp % W) * 32 + lane;
@@ -37,21 +49,23 @@ __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, co
     }
     griddep_wait();
     griddep_launch();
+    [[maybe_unused]] float sc = 1.0f;
+    if constexpr (NS) sc = norm_scale_units(nss, a.n_in, neps, lane);
     if constexpr (T == dtype::q4_k) {
         const int n = a.n_in >> 6;
         if constexpr (ONE) {
-            if (tid < n) task_q4k<R>(q, d, xq, xd, xs, tid, tid & 3, acc);
+            if (tid < n) task_q4k<R, NS>(q, d, xq, xd, xs, tid, tid & 3, acc, sc);
         } else {
 #pragma unroll 2
-            for (int t = tid; t < n; t += S) task_q4k<R>(q, d, xq, xd, xs, t, tid & 3, acc);
+            for (int t = tid; t < n; t += S) task_q4k<R, NS>(q, d, xq, xd, xs, t, tid & 3, acc, sc);
         }
     } else {
         const int n = a.n_in >> 7;
         if constexpr (ONE) {
-            if (tid < n) task_q6_k<R>(q, d, xq, xd, tid, n, acc);
+            if (tid < n) task_q6_k<R, NS>(q, d, xq, xd, tid, n, acc, sc);
         } else {
 #pragma unroll 2
-            for (int t = tid; t < n; t += S) task_q6_k<R>(q, d, xq, xd, t, n, acc);
+            for (int t = tid; t < n; t += S) task_q6_k<R, NS>(q, d, xq, xd, t, n, acc, sc);
         }
     }
     store_row_sums<R, W, int>(acc, warp, lane, group, tid, row0, a.n_out, y, accumulate);

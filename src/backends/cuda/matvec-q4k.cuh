@@ -76,9 +76,12 @@ struct q4k_lp_step {
 // stored. ONE: at most one step (n_in <= 4,096). The code of the first form measured (H200 run 1); a leaner rewrite
 // (per-lane base pointers, the task count known at compile time) was faster from L2 but slower from DRAM and in the
 // step (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)").
-template <bool ONE>
+// NS: xq, xd, xs are norm parts in units of 256 (norm-fused.h), nss / neps their unit sums of squares and epsilon:
+// the RMSNorm scale is formed after the first weight loads are issued and applied as task_q4k's NS form does.
+template <bool ONE, bool NS = false>
 __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const int8_t* xq, const float* xd,
-                                             const float* xs, float* y, int accumulate) {
+                                             const float* xs, float* y, int accumulate, const float* nss = nullptr,
+                                             float neps = 0) {
     constexpr int R = 2;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), group = warp >> 1;
     const int j = warp & 1;  // the row's warp
@@ -110,6 +113,7 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
         }
     };
     float acc[R] = {0, 0};
+    [[maybe_unused]] float sc = 1.0f;
     auto compute = [&](int k, const q4k_lp_step& st) {
         const int ta = task_a(k), tb = ta + 16, to = p ? tb : ta;
         if (32 * j + 64 * k >= n) return;  // warp-uniform (the shuffles below need every lane)
@@ -119,8 +123,10 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
         const int4 bal = tb < n ? load_act(xq + 64 * tb + 16 * p) : z,
                    bah = tb < n ? load_act(xq + 64 * tb + 16 * p + 32) : z;
         const int g = (to >> 2) * 8 + 2 * (to & 3);
-        const float ad = to < n ? xd[g] : 0.0f;
-        const float2 as = to < n ? *reinterpret_cast<const float2*>(xs + g) : make_float2(0, 0);
+        const float ad0 = to < n ? xd[g] : 0.0f;
+        float2 as = to < n ? *reinterpret_cast<const float2*>(xs + g) : make_float2(0, 0);
+        const float ad = NS ? __fmul_rn(ad0, sc) : ad0;
+        if constexpr (NS) as = make_float2(__fmul_rn(ad, as.x), __fmul_rn(ad, as.y));
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int ia = ta < n ? q4k_piece_isum(st.w0[r], st.sa[r], aal, aah) : 0;
@@ -134,6 +140,7 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
     {
         q4k_lp_step st;
         load(0, st);
+        if constexpr (NS) sc = norm_scale_units(nss, a.n_in, neps, lane);
         compute(0, st);
     }
     if constexpr (!ONE) {

@@ -100,15 +100,6 @@ __global__ void __launch_bounds__(32 * k_block_warps)
         q4k_lp_block<true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
-// The lean arguments of w; false where the 32-bit arithmetic does not cover it.
-bool lean_args(const gpu_weight& w, kq_lean_args& a) {
-    const int64_t d_row = w.type == dtype::q4_k ? 2 * q4k_side_row_words(w.n_in / 256) : w.n_in / 256;
-    constexpr int64_t lim = int64_t(1) << 30;
-    if (!w.d || w.n_out >= lim || w.q_row_bytes >= lim || w.n_in >= lim) return false;
-    a = kq_lean_args{w.q, w.d, int(w.n_out), int(w.q_row_bytes), int(d_row), int(w.n_in)};
-    return true;
-}
-
 // matvec_kq_lean_kernel at w's default shape (R = 2; W = 2 for Q4_K, 1 or 4 for Q6_K); false where the 32-bit
 // arithmetic does not cover w.
 bool launch_lean(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* y, bool accumulate,

@@ -52,4 +52,57 @@ __device__ __forceinline__ void norm_group_parts(float v, float gv, int lane, in
     }
 }
 
+// Units of 256 (the K formats' consumers, one activation scale per 256 as the CPU engine's q8_k; norm-fused.h, mode bit
+// k_norm_fusion_k): a warp holds unit u of n elements as lane l's 8 contiguous elements 256 u + 8 l .. + 7 (a group of
+// 32 in lanes 4k .. 4k + 3). The unit's sum of squares: each lane's 8 squares added in order, then a warp tree; the
+// unit's scale amax(u) / 127 over its 256 values (unscaled: the consumer multiplies it by s), each group's sum of
+// quants.
+__device__ __forceinline__ float unit_sum_squares(const float (&v)[8]) {
+    float t = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) t = __fadd_rn(t, __fmul_rn(v[j], v[j]));
+    return warp_sum_rn(t);
+}
+
+// The RMSNorm scale of n elements from their n / 256 unit sums ss (norm_scale's order over the units).
+__device__ __forceinline__ float norm_scale_units(const float* ss, int n, float eps, int lane) {
+    float t = 0;
+    for (int g = lane; g < n / 256; g += 32) t = __fadd_rn(t, ss[g]);
+    t = warp_sum_rn(t);
+    return rsqrtf(__fadd_rn(__fdiv_rn(t, float(n)), eps));
+}
+
+// The quants of a lane's 8 values u (packed little-endian), the unit's unscaled scale d (amax over the warp: the
+// bits of the non-negative |u| order as unsigned integers, so an integer max is exact) and the sum of the quants of
+// the lane's group of 32 (in its 4 lanes).
+struct unit_quants {
+    uint2 q;
+    float d;
+    int sum;
+};
+__device__ __forceinline__ unit_quants quantize_unit(const float (&u)[8]) {
+    float m = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(u[j]));
+    const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    uint32_t w[2] = {0, 0};
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int qi = __float2int_rn(__fmul_rn(u[j], inv));
+        s += qi;
+        w[j / 4] |= (uint32_t(qi) & 0xffu) << (8 * (j % 4));
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    return unit_quants{make_uint2(w[0], w[1]), d, s};
+}
+
+// A lane's 8 elements of unit u at p (16-byte aligned: n % 256 == 0 and a cudaMalloc'd base).
+__device__ __forceinline__ void load_unit(const float* p, int64_t e, float (&v)[8]) {
+    const float4 a = *reinterpret_cast<const float4*>(p + e), b = *reinterpret_cast<const float4*>(p + e + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
 }  // namespace memtile::cuda

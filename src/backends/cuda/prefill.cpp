@@ -444,10 +444,12 @@ private:
         const unsigned mask = batch_step();
         auto on = [&](unsigned ko) { return (mask & ko) == 0; };
         // The norms the single-sequence step forms from parts (set_norm_fusion): the same values here.
-        const bool parts = norm_parts_read();
+        const bool parts = norm_parts_read(), parts_k = norm_parts_k_read();
         auto norm = [&](const float* g, const std::vector<view_part>& consumers) {
             if (parts && norm_parts_consumers(consumers, E))
                 launch_rms_norm_parts_rows(x_, g, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
+            else if (parts_k && norm_parts_k_consumers(consumers, E))
+                launch_rms_norm_parts_rows_k(x_, g, xn_, b, int(E), c.norm_eps, xq_, xd_, xs_, s);
             else
                 launch_rms_norm_batch(x_, g, xn_, b, int(E), c.norm_eps, consumers_q_block(consumers), xq_, xd_, xs_,
                                       s);
