@@ -132,7 +132,10 @@ void set_decode_fusion(unsigned mask);
 // token 47 (a near tie). Bit k_norm_fusion_k (norm-bits.h, 4): the same for the K formats' consumers (Q4_K / Q6_K, one
 // activation scale per 256): a parts kernel of units of 256 and scaled Q4_K lane-pair, Q4_K + Q6_K pair and Q6_K lean
 // products (docs/cuda-decode-log.md, "Session 11 (branch gnk11)"; measured 1 % slower in the single step, B=8 2 %
-// faster); with it bits 8, 16, 32 other register budgets, 64 rms_norm_parts_rows_k in the single step too.
+// faster); with it bits 8, 16, 32 other register budgets, 64 rms_norm_parts_rows_k in the single step too. The
+// default is 4 | 64 (session 11: no parts kernel or scaled consumers; both steps' K-format norms are
+// rms_norm_parts_rows_k, which rounds as the parts do: Q4_K_M tg128 +2.3 %, B=8 +2.2 %; within 1e-3 of the CPU engine).
+// MEMTILE_CUDA_NORM=0 gives rms_norm_kernel everywhere (the CPU engine's norm arithmetic).
 void set_norm_fusion(int mode);
 int norm_fusion();  // the current mode
 // The Q6_K products of the decode step's lean kernels (fusion bit k_qkm_lean_q6k) at other register budgets

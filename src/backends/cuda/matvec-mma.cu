@@ -1044,12 +1044,21 @@ bool launch_matvec_mma_pair(const gpu_weight& a, float* ya, const gpu_weight& b,
     if (n_rows < 2 || n_rows > 8 || a.type != dtype::q4_k || b.type != dtype::q6_k) return false;
     if (a.n_in != b.n_in || a.n_in % 256 != 0) return false;
     const int n_b = int((b.n_out + 15) / 16), n_a = int((a.n_out + 15) / 16);
-    if (g_q4k_xs & 2)
+    if (g_q4k_xs & 2) {
+        // Its ring is dynamic shared memory over the 48 KB default: configured on first use as in launch_pipe, so
+        // that callers which never ran prepare_mma_kernels (a single-sequence decoder's prefill, the op checks) do
+        // not get a launch that fails without a trace (session 11: the pair check's outputs were left unwritten).
+        static const bool configured = [] {
+            cudaFuncSetAttribute(matvec_mma_pair_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, k_xs_ring);
+            return true;
+        }();
+        (void)configured;
         detail::launch_smem(matvec_mma_pair_kernel<true>, unsigned(n_a + n_b), 32 * k_warps, k_xs_ring, s, a, ya, b, yb,
                             n_b, n_rows, xq, xd, xs, y_stride);
-    else
+    } else {
         detail::launch(matvec_mma_pair_kernel<false>, unsigned(n_a + n_b), 32 * k_warps, s, a, ya, b, yb, n_b, n_rows,
                        xq, xd, xs, y_stride);
+    }
     return true;
 }
 
