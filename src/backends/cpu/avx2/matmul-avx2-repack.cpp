@@ -421,12 +421,13 @@ template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
-    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN
-    // down projection), whose activation lines the weight stream evicts from L1 between two groups, and with one
-    // thread every group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads
-    // the short rows measured 5-10 % slower with it); stops at this call's last group.
+    // Software prefetch where it measured faster (docs/cpu.md): with more than one thread, the K formats' groups
+    // of long rows (the FFN down projection), whose activation lines the weight stream evicts from L1 between two
+    // groups (at two threads the short rows measured 5-10 % slower with it); stops at this call's last group. None
+    // with one thread: session 8 prefetched every group there (+3-8 % with the kernels of then), but with session
+    // 11's kernels it cost 5-28 % per CPU-second in the model, in-process A/B (Q6_K, Q5_K and Q4_K_M files).
     const int64_t pf =
-        x8_prefetches(T) && (group_bytes >= k_prefetch_min_group || a.one_thread) ? detail::decode_prefetch_bytes() : 0;
+        x8_prefetches(T) && !a.one_thread && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
         const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
