@@ -48,32 +48,23 @@ inline q45k_shuffle_masks q45k_masks() {
                                                                8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0))};
 }
 
+// 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
+__m256i shift_bits(__m256i v, int n) {
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+}
+
 // Level vector g (0..7) of one 32-element sub-block s (v: its first quant byte): [8 r][4 k] the levels of elements
-// 32s + 4g + k, against the activation quad at 32s + 4g. Q4_K: 4 nibble vectors, group 2i in the low nibbles of
-// vector i, 2i + 1 in the high ones (3 operations per 2 levels). Q5_K (repack.h): 4 vectors with levels 0-3 in bits
-// 0-4 and the other levels' bits in bits 5-7, then one with the low 4 bits of levels 4 and 5: 23 operations for the
-// 8 levels (35 with the nibble + fifth-bit vector of session 6's layout, which moved each fifth bit separately).
-// Computed where each level is used (the callers' loops over g are unrolled, so every branch, mask and offset
-// below is a constant), so that with 4 tokens per pass the 8 levels are not all live at once (which spilled
-// registers and cost 6-10 % of Q5_K prefill).
+// 32s + 4g + k, against the activation quad at 32s + 4g. 4 nibble vectors, group 2i in the low nibbles of vector
+// i, 2i + 1 in the high ones (3 operations per 2 levels); Q5_K: the fifth bit of group g at bit g of the vector
+// after them (3 more per level). Computed where each level is used (the callers' loops over g are unrolled, so
+// every branch and shift is a constant), so that with 4 tokens per pass the 8 levels are not all live at once.
 template <bool high_bit>
 __m256i sub_block_level(const uint8_t* v, int g) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const auto load = [v](int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * i)); };
-    if constexpr (!high_bit) {
-        const __m256i raw = load(g / 2);
-        return _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-    } else {
-        if (g < 4) return _mm256_and_si256(load(g), _mm256_set1_epi8(0x1f));
-        // Masks before the 16-bit shifts keep every bit inside its byte.
-        if (g < 6) {
-            const __m256i n = load(4), nib = _mm256_and_si256(g == 4 ? n : _mm256_srli_epi16(n, 4), m4);
-            return _mm256_or_si256(nib,
-                                   _mm256_srli_epi16(_mm256_and_si256(load(g - 2), _mm256_set1_epi8(char(0x80))), 3));
-        }
-        return _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(load(g - 6), _mm256_set1_epi8(char(0xe0))), 5),
-                               _mm256_srli_epi16(_mm256_and_si256(load(g - 4), _mm256_set1_epi8(0x60)), 2));
-    }
+    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * (g / 2)));
+    const __m256i nib = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+    if constexpr (!high_bit) return nib;
+    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
+    return _mm256_or_si256(nib, _mm256_and_si256(shift_bits(qh, 4 - g), _mm256_set1_epi8(0x10)));
 }
 
 // Sum over sub-blocks of min[r][s] * (activation sum of sub-block s) for the 8 rows, pairs of sub-blocks per madd:
@@ -421,13 +412,13 @@ template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
-    // Software prefetch where it measured faster (docs/cpu.md): with more than one thread, the K formats' groups
-    // of long rows (the FFN down projection), whose activation lines the weight stream evicts from L1 between two
-    // groups (at two threads the short rows measured 5-10 % slower with it); stops at this call's last group. None
-    // with one thread: session 8 prefetched every group there (+3-8 % with the kernels of then), but with session
-    // 11's kernels it cost 5-28 % per CPU-second in the model, in-process A/B (Q6_K, Q5_K and Q4_K_M files).
-    const int64_t pf =
-        x8_prefetches(T) && !a.one_thread && group_bytes >= k_prefetch_min_group ? detail::decode_prefetch_bytes() : 0;
+    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN down
+    // projection), whose activation lines the weight stream evicts from L1 between two groups, and with one thread
+    // every Q5_K group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads the
+    // short rows measured 5-10 % slower with it); stops at this call's last group. None for Q4_K and Q6_K at one
+    // thread: with session 11's kernels it cost 5-20 % per CPU-second in the model (in-process A/B).
+    const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
+    const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
         const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
