@@ -104,16 +104,16 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                 const uint8_t byte = b.ql[64 * h + l + 32 * (u & 1)];
                 return (u < 2 ? byte & 15 : byte >> 4) | (((b.qh[32 * h + l] >> (2 * u)) & 3) << 4);
             });
-            put_nibbles(o, 160, 192, r, level);
-            // Group g = 2v + i of chunk c (elements 32c + 8v + 4i + k): top 2 bits at bits 2(g % 4) of vector
-            // g / 4 (which is also the 16-element sub-block 2c + g / 4).
-            for (int c = 0; c < 8; c++)
-                for (int g = 0; g < 8; g++)
+            // Sub-block s = 2c + h (elements 32c + 16h + 4j + k): vector j < 3 holds group j's level in bits 0-5 and
+            // bits 2j, 2j + 1 of group 3's level in bits 6-7.
+            for (int s = 0; s < 16; s++)
+                for (int j = 0; j < 3; j++)
                     for (int k = 0; k < 4; k++) {
-                        const int e = 32 * c + 4 * g + k;
-                        o[160 + 192 * c + 128 + 32 * (g / 4) + r * 4 + k] |= uint8_t((level(e) >> 4) << (2 * (g % 4)));
+                        const int e = 16 * s + 4 * j + k;
+                        o[160 + 96 * s + 32 * j + r * 4 + k] =
+                            uint8_t(level(e) | ((level(16 * s + 12 + k) >> (2 * j)) & 3) << 6);
                     }
-            for (int s = 0; s < 16; s++) o[s * 8 + r] = uint8_t(b.scales[s]);
+            for (int s = 0; s < 16; s++) o[(s / 2) * 16 + r * 2 + s % 2] = uint8_t(b.scales[s]);
             std::memcpy(o + 128 + 2 * r, &b.d, 2);
         }
     }
@@ -256,18 +256,23 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
             const block_q6_k b = read_block<block_q6_k>(rows[r], ib);
             for (int c = 0; c < 8; c++) {
                 // Chunk c = 4h + u: low 4 bits in nibble u / 2 of ql[64h + 32 (u % 2) ..], top 2 bits at bits 2u of
-                // qh[32h ..]; vector j of the high bits takes qh[32h + 16j ..], its 4 groups at bits 0, 2, 4, 6.
+                // qh[32h ..]; the 32 levels of the chunk as bytes, then per 16-element half (4 groups of 4) the three
+                // vectors of repack.h: group j's level | bits 2j, 2j + 1 of group 3's level at bits 6-7.
                 const int h = c / 4, u = c % 4;
-                uint8_t* oc = o + 160 + 192 * c + 4 * r;
-                put_nibble_vectors(b.ql + 64 * h + 32 * (u % 2), 4 * (u / 2), oc);
-                for (int j = 0; j < 2; j++) {
-                    const uint64_t a = (load64(b.qh + 32 * h + 16 * j) >> (2 * u)) & k_low_pairs;
-                    const uint64_t e = (load64(b.qh + 32 * h + 16 * j + 8) >> (2 * u)) & k_low_pairs;
-                    store32(oc + 128 + 32 * j,
-                            uint32_t(a) | uint32_t(a >> 32) << 2 | uint32_t(e) << 4 | uint32_t(e >> 32) << 6);
+                uint64_t lv[4];
+                for (int w = 0; w < 4; w++)
+                    lv[w] = ((load64(b.ql + 64 * h + 32 * (u % 2) + 8 * w) >> (4 * (u / 2))) & k_low_nibbles) |
+                            ((load64(b.qh + 32 * h + 8 * w) >> (2 * u)) & k_low_pairs) << 4;
+                for (int half = 0; half < 2; half++) {
+                    const uint32_t g3 = uint32_t(lv[2 * half + 1] >> 32);
+                    uint8_t* oh = o + 160 + 192 * c + 96 * half + 4 * r;
+                    for (int j = 0; j < 3; j++) {
+                        const uint32_t g = uint32_t(lv[2 * half + j / 2] >> (32 * (j % 2)));
+                        store32(oh + 32 * j, g | ((g3 >> (2 * j)) & 0x03030303u) << 6);
+                    }
                 }
             }
-            for (int s = 0; s < 16; s++) o[s * 8 + r] = uint8_t(b.scales[s]);
+            for (int s = 0; s < 16; s++) o[(s / 2) * 16 + r * 2 + s % 2] = uint8_t(b.scales[s]);
             std::memcpy(o + 128 + 2 * r, &b.d, 2);
         }
     }

@@ -15,10 +15,10 @@
 //   Q5_K x8, per super-block (1440 bytes): meta as Q4_K @0..159; sub-block s @160 + 160 s: its 4 nibble
 //     vectors (low 4 bits), then qh[8 r][4 k] @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit
 //     2v + 1 = bit 4 of element 32s + 8v + 4 + k.
-//   Q6_K x8, per super-block (1696 bytes): scales[16 s][8 r] int8 @0, d[8 r] f16 @128 (16 zero bytes after);
-//     chunk c (elements 32c..32c+31) @160 + 192 c: 4 nibble vectors (low 4 bits) as Q4_K, then 2 vectors
-//     @+128 + 32 h whose byte (r, k) bits 2j, 2j + 1 hold the top 2 bits of group g = 4h + j (elements
-//     32c + 4g + k); h is also the 16-element sub-block 2c + h.
+//   Q6_K x8, per super-block (1696 bytes): scales[8 c][8 r][2 h] int8 @0 (sub-block 2c + h), d[8 r] f16 @128
+//     (16 zero bytes after); 16-element sub-block s @160 + 96 s: with L(g) the 6-bit level of element
+//     16s + 4g + k of row r, byte (r, k) of vector j @+32 j (j < 3) holds L(j) in bits 0-5 and bits 2j, 2j + 1
+//     of L(3) in bits 6-7 (session 11: 11 vector operations unpack a sub-block, 17 before).
 //   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
 //     d[2 b][8 r] f16 @0, block b @32 + 256 b: [8 v][8 r][4 k] int8 element 4v + k of row r.
 //   Q4_0 x8, per pair of blocks (288 bytes): d[2 b][8 r] f16 @0, block b @32 + 128 b: [4 v][8 r][4 k]

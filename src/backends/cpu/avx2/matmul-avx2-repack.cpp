@@ -35,38 +35,62 @@ void store_rows(__m256 v, float* y, int64_t o0, int64_t n_out) {
     for (int64_t r = 0; o0 + r < n_out; r++) y[o0 + r] = lanes[r];
 }
 
-// 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
-__m256i shift_bits(__m256i v, int n) {
-    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
-}
-
-// The shuffle masks of the x8 Q4_K / Q5_K decode kernels: sc_even puts the scale of row r (byte r of the 8 of sub-block
-// s) in both int16 lanes of dword r, sc_odd the same for sub-block s + 1 (+8); mn the two mins of row r (bytes 2r,
-// 2r + 1) as the int16 lanes of dword r.
+// The shuffle mask of the x8 Q4_K / Q5_K decode kernels' scales: sc_even puts the scale of row r (byte r of the 8 of
+// sub-block s) in both int16 lanes of dword r, sc_odd the same for sub-block s + 1 (+8).
 struct q45k_shuffle_masks {
-    __m256i sc_even, sc_odd, mn;
+    __m256i sc_even, sc_odd;
 };
 inline q45k_shuffle_masks q45k_masks() {
     constexpr char z = char(0x80);
     const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
                                              4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
-    return {sc_even,
-            _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
-                                                      8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0)),
-            _mm256_setr_epi8(0, z, 1, z, 2, z, 3, z, 4, z, 5, z, 6, z, 7, z,  //
-                             8, z, 9, z, 10, z, 11, z, 12, z, 13, z, 14, z, 15, z)};
+    return {sc_even, _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
+                                                               8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0))};
+}
+
+// 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
+__m256i shift_bits(__m256i v, int n) {
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+}
+
+// Level vector g (0..7) of one 32-element sub-block s (v: its first quant byte): [8 r][4 k] the levels of elements
+// 32s + 4g + k, against the activation quad at 32s + 4g. 4 nibble vectors, group 2i in the low nibbles of vector
+// i, 2i + 1 in the high ones (3 operations per 2 levels); Q5_K: the fifth bit of group g at bit g of the vector
+// after them (3 more per level). Computed where each level is used (the callers' loops over g are unrolled, so
+// every branch and shift is a constant), so that with 4 tokens per pass the 8 levels are not all live at once.
+template <bool high_bit>
+__m256i sub_block_level(const uint8_t* v, int g) {
+    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * (g / 2)));
+    const __m256i nib = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+    if constexpr (!high_bit) return nib;
+    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
+    return _mm256_or_si256(nib, _mm256_and_si256(shift_bits(qh, 4 - g), _mm256_set1_epi8(0x10)));
+}
+
+// Sum over sub-blocks of min[r][s] * (activation sum of sub-block s) for the 8 rows, pairs of sub-blocks per madd:
+// mins at b + 64 as [4 p][8 r][2] bytes, so one zero-extension gives the pair (2p, 2p + 1) of row r in dword r;
+// bp holds (B0,B1) in dword 0, (B2,B3) in 1, (B4,B5) in 4, (B6,B7) in 5.
+__m256i q45_k_min_sum(const uint8_t* b, const int16_t* bsums) {
+    const __m256i bsum32 = _mm256_madd_epi16(loadu(bsums), _mm256_set1_epi16(1));
+    const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
+    __m256i msum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        const __m256i mn = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 64 + 16 * p)));
+        const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
+    }
+    return msum;
 }
 
 // Q4_K (high_bit false, 1184-byte super-blocks) and Q5_K (true, 1440). With the fifth bit the int16 sums
-// only hold 4 vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
+// only hold 4 level vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
 // NT tokens per pass (tok[0..NT)): the weight vectors are loaded and unpacked once for all of them; each
 // token's integer sums are exact and its float operations are those of NT = 1, so its result does not
 // depend on NT (the batch-invariance rule of gemm-avx2.h).
 template <bool high_bit, int NT>
 void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
               int64_t pf) {
-    // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's nibble vectors from 160 + stride * s
-    // (Q5_K: followed by its 32 bytes of fifth bits).
+    // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's quants from 160 + stride * s.
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
     const int8_t* q[NT];
@@ -77,8 +101,7 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         d[j] = a.d + tok[j] * nb;
         bs[j] = a.bsums + tok[j] * (a.n_in / 16);
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    const auto [sc_even, sc_odd, mn_mask] = q45k_masks();
+    const auto [sc_even, sc_odd] = q45k_masks();
     __m256 acc[NT];
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
@@ -88,24 +111,15 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         for (int s = 0; s < 8; s++) {
             if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
             const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
-            const __m256i qh =
-                high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 128)) : m4;
             __m256i s16[NT];
             for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
-            for (int v = 0; v < 4; v++) {
-                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 32 * v));
-                __m256i lo = _mm256_and_si256(raw, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                if (high_bit) {
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh, 4 - 2 * v), m16));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh, 3 - 2 * v), m16));
-                }
-                for (int j = 0; j < NT; j++) {
-                    const int8_t* qb = q[j] + ib * 256 + 32 * s + 8 * v;
-                    s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, bcast_quad(qb)));
-                    s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
-                }
-                if (high_bit && v == 1) {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m256i lv = sub_block_level<high_bit>(b + 160 + stride * s, g);
+                for (int j = 0; j < NT; j++)
+                    s16[j] = _mm256_add_epi16(s16[j],
+                                              _mm256_maddubs_epi16(lv, bcast_quad(q[j] + ib * 256 + 32 * s + 4 * g)));
+                if (high_bit && g == 3) {
                     for (int j = 0; j < NT; j++) {
                         isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
                         s16[j] = _mm256_setzero_si256();
@@ -116,16 +130,7 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         }
         const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
         for (int j = 0; j < NT; j++) {
-            // Mins: sum over sub-blocks of min[r][s] * (activation sum of sub-block s), pairs of sub-blocks per
-            // madd. bp holds (B0,B1) in dword 0, (B2,B3) in 1, (B4,B5) in 4, (B6,B7) in 5.
-            const __m256i bsum32 = _mm256_madd_epi16(loadu(bs[j] + ib * 16), ones);
-            const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
-            __m256i msum = _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++) {
-                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b + 64 + 16 * p), mn_mask);
-                const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
-            }
+            const __m256i msum = q45_k_min_sum(b, bs[j] + ib * 16);
             const __m256 da = _mm256_set1_ps(d[j][ib]);
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, da), acc[j]);
             acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
@@ -145,8 +150,7 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
     const int8_t* q = a.qs + t * a.n_in;
     const float* d = a.d + t * nb;
     const int16_t* bs = a.bsums + t * (a.n_in / 16);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    const auto [sc_even, sc_odd, mn_mask] = q45k_masks();
+    const auto [sc_even, sc_odd] = q45k_masks();
     const uint8_t* gp[2] = {g0p, g1p};
     const int64_t pf[2] = {pf0, pf1};
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -154,29 +158,19 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
         const uint8_t* b[2] = {gp[0] + ib * bytes, gp[1] + ib * bytes};
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int s = 0; s < 8; s++) {
-            __m256i sc[2], qh[2], s16[2];
+            __m256i sc[2], s16[2];
             for (int g = 0; g < 2; g++) {
                 if (pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + s * (bytes / 8) + pf[g]);
                 sc[g] = _mm256_shuffle_epi8(bcast_16(b[g] + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
-                qh[g] =
-                    high_bit ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b[g] + 160 + stride * s + 128)) : m4;
                 s16[g] = _mm256_setzero_si256();
             }
-            for (int v = 0; v < 4; v++) {
-                const int8_t* qb = q + ib * 256 + 32 * s + 8 * v;
-                const __m256i x0 = bcast_quad(qb), x1 = bcast_quad(qb + 4);
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) {
+                const __m256i x = bcast_quad(q + ib * 256 + 32 * s + 4 * l);
                 for (int g = 0; g < 2; g++) {
-                    const __m256i raw =
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(b[g] + 160 + stride * s + 32 * v));
-                    __m256i lo = _mm256_and_si256(raw, m4);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                    if (high_bit) {
-                        lo = _mm256_or_si256(lo, _mm256_and_si256(shift_bits(qh[g], 4 - 2 * v), m16));
-                        hi = _mm256_or_si256(hi, _mm256_and_si256(shift_bits(qh[g], 3 - 2 * v), m16));
-                    }
-                    s16[g] = _mm256_add_epi16(s16[g], _mm256_maddubs_epi16(lo, x0));
-                    s16[g] = _mm256_add_epi16(s16[g], _mm256_maddubs_epi16(hi, x1));
-                    if (high_bit && v == 1) {
+                    s16[g] = _mm256_add_epi16(
+                        s16[g], _mm256_maddubs_epi16(sub_block_level<high_bit>(b[g] + 160 + stride * s, l), x));
+                    if (high_bit && l == 3) {
                         isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
                         s16[g] = _mm256_setzero_si256();
                     }
@@ -184,17 +178,10 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
             }
             for (int g = 0; g < 2; g++) isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
         }
-        const __m256i bsum32 = _mm256_madd_epi16(loadu(bs + ib * 16), ones);
-        const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
         const __m256 da = _mm256_set1_ps(d[ib]);
         for (int g = 0; g < 2; g++) {
             const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
-            __m256i msum = _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++) {
-                const __m256i mn = _mm256_shuffle_epi8(bcast_16(b[g] + 64 + 16 * p), mn_mask);
-                const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
-            }
+            const __m256i msum = q45_k_min_sum(b[g], bs + ib * 16);
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(dw, da), acc[g]);
             acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[g]);
         }
@@ -204,9 +191,11 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
 }
 
 // Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
-// one madd with the signed 16-element sub-block scales per vector; the +32 offset of the levels is taken
-// out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. NT tokens per pass
-// as q45_k_x8.
+// one madd with the signed 16-element sub-block scales per pair of vectors; the +32 offset of the levels is
+// taken out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. Each sub-block's
+// 16 elements come as three vectors whose bytes hold one level each in bits 0-5 and, in bits 6-7, two bits of
+// the fourth level (repack.h): 11 vector operations unpack its 4 level vectors (17 with the nibble + high-bit
+// split of session 6's layout). NT tokens per pass as q45_k_x8.
 template <int NT>
 void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
              int64_t pf) {
@@ -220,16 +209,11 @@ void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
         d[j] = a.d + tok[j] * nb;
         bs[j] = a.bsums + tok[j] * (a.n_in / 16);
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    constexpr char z = char(0x80);
-    // Scale byte of row r put in the high byte of both int16 lanes of dword r (sign-extended by srai 8):
-    // sub-block 2c (bytes 0..7) or 2c + 1 (bytes 8..15); and the pair (2c, 2c + 1) for the offset term.
-    const __m256i sc_lo = _mm256_setr_epi8(z, 0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3,  //
-                                           z, 4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7);
-    const __m256i sc_hi = _mm256_setr_epi8(z, 8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11,  //
-                                           z, 12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15);
-    const __m256i sc_pair = _mm256_setr_epi8(z, 0, z, 8, z, 1, z, 9, z, 2, z, 10, z, 3, z, 11,  //
-                                             z, 4, z, 12, z, 5, z, 13, z, 6, z, 14, z, 7, z, 15);
+    const __m256i m63 = _mm256_set1_epi8(0x3f), mc0 = _mm256_set1_epi8(char(0xc0));
+    // The int16 scales of sub-block 2c (lane 0 of each dword) or 2c + 1 (lane 1) in both lanes of the dword.
+    const __m256i sc_lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,  //
+                                           0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i sc_hi = _mm256_add_epi8(sc_lo, _mm256_set1_epi8(2));
     __m256 acc[NT];
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
@@ -238,30 +222,34 @@ void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
         for (int j = 0; j < NT; j++) isum[j] = off[j] = _mm256_setzero_si256();
         for (int c = 0; c < 8; c++) {
             if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + c * (bytes / 8) + pf);
-            const __m256i scb = bcast_16(b + 16 * c);
-            const __m256i spair = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, sc_pair), 8);
+            // Dword r: the scales of sub-blocks 2c and 2c + 1 of row r as int16.
+            const __m256i spair = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * c)));
             for (int j = 0; j < NT; j++) {
                 int32_t bpair;
                 std::memcpy(&bpair, bs[j] + ib * 16 + 2 * c, 4);
                 off[j] = _mm256_add_epi32(off[j], _mm256_madd_epi16(spair, _mm256_set1_epi32(bpair)));
             }
             for (int h = 0; h < 2; h++) {
-                const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scb, h ? sc_hi : sc_lo), 8);
-                const __m256i qh =
-                    _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 128 + 32 * h));
-                for (int vv = 0; vv < 2; vv++) {
-                    const int v = 2 * h + vv;
-                    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + 192 * c + 32 * v));
-                    const __m256i lo =
-                        _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_and_si256(shift_bits(qh, 4 - 4 * vv), m30));
-                    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                                                       _mm256_and_si256(shift_bits(qh, 2 - 4 * vv), m30));
-                    for (int j = 0; j < NT; j++) {
-                        const int8_t* qb = q[j] + ib * 256 + 32 * c + 8 * v;
-                        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast_quad(qb)),
-                                                             _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
-                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, sc));
-                    }
+                const __m256i sc = _mm256_shuffle_epi8(spair, h ? sc_hi : sc_lo);
+                const uint8_t* v = b + 160 + 192 * c + 96 * h;
+                const __m256i p0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+                const __m256i p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32));
+                const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64));
+                // Level vector 3: bits 6-7 of p0, p1, p2 are its bits 0-1, 2-3, 4-5; shifted in 16-bit lanes
+                // after the mask, so no bit crosses into the neighbouring byte.
+                const __m256i t = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p0, mc0), 4),
+                                                                  _mm256_srli_epi16(_mm256_and_si256(p1, mc0), 2)),
+                                                  _mm256_and_si256(p2, mc0));
+                const __m256i lv[4] = {_mm256_and_si256(p0, m63), _mm256_and_si256(p1, m63), _mm256_and_si256(p2, m63),
+                                       _mm256_srli_epi16(t, 2)};
+                for (int j = 0; j < NT; j++) {
+                    const int8_t* qb = q[j] + ib * 256 + 32 * c + 16 * h;
+                    const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[0], bcast_quad(qb)),
+                                                        _mm256_maddubs_epi16(lv[1], bcast_quad(qb + 4)));
+                    const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[2], bcast_quad(qb + 8)),
+                                                        _mm256_maddubs_epi16(lv[3], bcast_quad(qb + 12)));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s0, sc));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s1, sc));
                 }
             }
         }
@@ -424,12 +412,13 @@ template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
     float* yt[1] = {y + t * n_out};
-    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN
-    // down projection), whose activation lines the weight stream evicts from L1 between two groups, and with one
-    // thread every group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads
-    // the short rows measured 5-10 % slower with it); stops at this call's last group.
-    const int64_t pf =
-        x8_prefetches(T) && (group_bytes >= k_prefetch_min_group || a.one_thread) ? detail::decode_prefetch_bytes() : 0;
+    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN down
+    // projection), whose activation lines the weight stream evicts from L1 between two groups, and with one thread
+    // every Q5_K group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads the
+    // short rows measured 5-10 % slower with it); stops at this call's last group. None for Q4_K and Q6_K at one
+    // thread: with session 11's kernels it cost 5-20 % per CPU-second in the model (in-process A/B).
+    const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
+    const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
         const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
