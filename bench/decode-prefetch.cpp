@@ -4,8 +4,9 @@
 //   bench-decode-prefetch [options] layers N_LAYERS            N_LAYERS copies of TinyLlama's decode matrices
 //   bench-decode-prefetch [options] model MODEL.gguf...        decode tok/s of model files
 // options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
-//          --pairs 0,1048576 (cpu::set_decode_group_pairs: Q8_0 x8 decode over two group streams at least
-//          that many bytes apart, 0 = off; the variants are every prefetch x pairs combination)
+//          --pairs 0,1048576 (cpu::set_decode_group_pairs: Q8_0 / Q4_K / Q5_K / Q6_K x8 decode over two group
+//          streams at least that many bytes apart, 0 = off, default the library's; the variants are every
+//          prefetch x pairs combination)
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
 // and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
@@ -58,7 +59,7 @@ dtype parse_type(const std::string& s) {
 
 struct options {
     std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
-    std::vector<int64_t> pairs = {0};
+    std::vector<int64_t> pairs = {cpu::k_default_decode_group_pairs};
     // Every (prefetch, pairs) combination, prefetch-major (filled by bench_main).
     std::vector<std::pair<int64_t, int64_t>> variants;
     std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
@@ -302,7 +303,7 @@ static int bench_main(int argc, char** argv) {
         }
     }
     if (o.prefetch.empty()) o.prefetch = {0};
-    if (o.pairs.empty()) o.pairs = {0};
+    if (o.pairs.empty()) o.pairs = {cpu::k_default_decode_group_pairs};
     for (int64_t pf : o.prefetch)
         for (int64_t pr : o.pairs) o.variants.push_back({pf, pr});
     if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&

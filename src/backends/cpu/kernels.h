@@ -67,7 +67,7 @@ const repack_kernel_set* avx2_repack_kernels();
 // How far ahead (bytes) the decode kernels that use software prefetch ask for their weight stream, 0 = off
 // (set_decode_prefetch in matmul.h). Defined in matmul.cpp, so no ISA translation unit compiles <atomic>.
 int64_t decode_prefetch_bytes();
-// The least distance in bytes of the two group streams of the paired Q8_0 / Q4_K / Q5_K decode, 0 = off
+// The least distance in bytes of the two group streams of the paired x8 / x32 decode, 0 = off
 // (set_decode_group_pairs in matmul.h).
 int64_t decode_group_pairs();
 

@@ -172,7 +172,7 @@ thread_local act_scratch t_scratch;
 
 std::atomic<bool> g_prefill_gemm{true};
 std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
-std::atomic<int64_t> g_decode_group_pairs{0};
+std::atomic<int64_t> g_decode_group_pairs{k_default_decode_group_pairs};
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.

@@ -107,9 +107,14 @@ void set_prefill_gemm(bool on);
 inline constexpr int64_t k_default_decode_prefetch = 32 * 1024;
 void set_decode_prefetch(int64_t bytes);
 
-// Decode of the Q8_0, Q4_K and Q5_K x8 layouts over two streams: a call's groups [g0, g1) are walked as pairs (g, g +
-// half), each activation broadcast feeding both groups, when the two streams are at least `min_distance` bytes apart
-// (0: off, the default). Results are the same bit for bit either way (an A/B switch for benchmarks, session 9).
+// Decode of the x8 layouts (Q8_0, Q4_K, Q5_K, Q6_K) and the float x32 layouts over two streams: a call's groups
+// [g0, g1) are walked as pairs (g, g + half), each activation broadcast feeding both groups, when the two streams
+// are at least `min_distance` bytes apart (0: off). On by default since session 12: on a VM whose DRAM latency held
+// one core to ~14 GB/s, two streams decoded 22-44 % more tokens per second at one thread and 22-39 % at two (the
+// hardware prefetcher keeps more lines in flight; at two threads each thread pairs inside its chunks, so the
+// distance must be small enough for a chunk: 1 MiB gave two threads 0-13 %, 32 KiB 22-39 %); on session 9's VM it
+// was neutral at one thread (docs/cpu.md). Results are the same bit for bit either way.
+inline constexpr int64_t k_default_decode_group_pairs = 32 * 1024;
 void set_decode_group_pairs(int64_t min_distance);
 
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".

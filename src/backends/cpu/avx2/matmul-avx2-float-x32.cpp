@@ -58,14 +58,47 @@ void store_group(const __m256* acc, int stride, float* y, int64_t o0, int64_t n_
     for (int64_t r = 0; o0 + r < n_out; r++) y[o0 + r] = lanes[r];
 }
 
-// Decode: token t over groups [g0, g1), one sequential stream. No software prefetch: the hardware prefetcher
-// follows the stream, and prefetcht1 at 2-128 KiB ahead measured 15-35 % slower (bench-decode-prefetch layers,
-// docs/cpu.md session 7), so set_decode_prefetch does not apply to this layout.
+// Decode of two groups at once (two sequential streams, set_decode_group_pairs): each row's chain is the one of
+// chains<L, 1>, so the results are the same bit for bit; the element broadcast feeds both groups.
+template <class L>
+inline void chains_two(const uint8_t* gp0, const uint8_t* gp1, const float* x, int64_t n, __m256* acc0, __m256* acc1) {
+    constexpr int64_t stride = int64_t(L::bytes) * 8 * V;
+    __m256 r0[V], r1[V];
+    for (int v = 0; v < V; v++) r0[v] = r1[v] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k++) {
+        const uint8_t *p0 = gp0 + k * stride, *p1 = gp1 + k * stride;
+        const __m256 xb = _mm256_broadcast_ss(x + k);
+        for (int v = 0; v < V; v++) {
+            r0[v] = _mm256_fmadd_ps(L::vec(p0 + v * 8 * L::bytes), xb, r0[v]);
+            r1[v] = _mm256_fmadd_ps(L::vec(p1 + v * 8 * L::bytes), xb, r1[v]);
+        }
+    }
+    for (int v = 0; v < V; v++) {
+        acc0[v] = r0[v];
+        acc1[v] = r1[v];
+    }
+}
+
+// Decode: token t over groups [g0, g1), one sequential stream, or two (groups g and g + half) when
+// set_decode_group_pairs allows it (as the x8 decode). No software prefetch: the hardware prefetcher follows the
+// stream, and prefetcht1 at 2-128 KiB ahead measured 15-35 % slower (bench-decode-prefetch layers, docs/cpu.md
+// session 7), so set_decode_prefetch does not apply to this layout.
 template <class L>
 void gemv_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
               int64_t g0, int64_t g1) {
     const float* x[1] = {a.f32 + t * a.n_in};
     __m256 acc[V];
+    const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
+    if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
+        __m256 acc1[V];
+        for (int64_t g = g0; g < g0 + half; g++) {
+            const uint8_t* gp = packed + size_t(g) * group_bytes;
+            chains_two<L>(gp, gp + size_t(half) * group_bytes, x[0], a.n_in, acc, acc1);
+            store_group(acc, 1, y + t * n_out, g * 8 * V, n_out);
+            store_group(acc1, 1, y + t * n_out, (g + half) * 8 * V, n_out);
+        }
+        g0 += 2 * half;  // an odd count leaves the last group to the loop below
+    }
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
         chains<L, 1>(gp, x, a.n_in, true, acc);

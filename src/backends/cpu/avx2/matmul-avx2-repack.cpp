@@ -195,10 +195,13 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
 // taken out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. Each sub-block's
 // 16 elements come as three vectors whose bytes hold one level each in bits 0-5 and, in bits 6-7, two bits of
 // the fourth level (repack.h): 11 vector operations unpack its 4 level vectors (17 with the nibble + high-bit
-// split of session 6's layout). NT tokens per pass as q45_k_x8.
-template <int NT>
-void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
-             int64_t pf) {
+// split of session 6's layout). NT tokens per pass as q45_k_x8; G groups per pass (decode: G = 2 walks two
+// streams, as q45_k_x8_two; every row's operations are those of G = 1, so the results are the same bit for bit).
+// gp, o0, pf: per group.
+template <int NT, int G>
+void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+             int64_t n_out, const int64_t* pf) {
+    static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
     const int8_t* q[NT];
@@ -214,52 +217,66 @@ void q6_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     const __m256i sc_lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,  //
                                            0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
     const __m256i sc_hi = _mm256_add_epi8(sc_lo, _mm256_set1_epi8(2));
-    __m256 acc[NT];
-    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    __m256 acc[G][NT];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t* b = gp + ib * bytes;
-        __m256i isum[NT], off[NT];
-        for (int j = 0; j < NT; j++) isum[j] = off[j] = _mm256_setzero_si256();
+        const uint8_t* b[G];
+        __m256i isum[G][NT], off[G][NT];
+        for (int g = 0; g < G; g++) {
+            b[g] = gp[g] + ib * bytes;
+            for (int j = 0; j < NT; j++) isum[g][j] = off[g][j] = _mm256_setzero_si256();
+        }
         for (int c = 0; c < 8; c++) {
-            if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + c * (bytes / 8) + pf);
             // Dword r: the scales of sub-blocks 2c and 2c + 1 of row r as int16.
-            const __m256i spair = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * c)));
+            __m256i spair[G];
+            for (int g = 0; g < G; g++) {
+                if (NT == 1 && pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + c * (bytes / 8) + pf[g]);
+                spair[g] = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * c)));
+            }
             for (int j = 0; j < NT; j++) {
                 int32_t bpair;
                 std::memcpy(&bpair, bs[j] + ib * 16 + 2 * c, 4);
-                off[j] = _mm256_add_epi32(off[j], _mm256_madd_epi16(spair, _mm256_set1_epi32(bpair)));
+                for (int g = 0; g < G; g++)
+                    off[g][j] = _mm256_add_epi32(off[g][j], _mm256_madd_epi16(spair[g], _mm256_set1_epi32(bpair)));
             }
             for (int h = 0; h < 2; h++) {
-                const __m256i sc = _mm256_shuffle_epi8(spair, h ? sc_hi : sc_lo);
-                const uint8_t* v = b + 160 + 192 * c + 96 * h;
-                const __m256i p0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
-                const __m256i p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32));
-                const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64));
-                // Level vector 3: bits 6-7 of p0, p1, p2 are its bits 0-1, 2-3, 4-5; shifted in 16-bit lanes
-                // after the mask, so no bit crosses into the neighbouring byte.
-                const __m256i t = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p0, mc0), 4),
-                                                                  _mm256_srli_epi16(_mm256_and_si256(p1, mc0), 2)),
-                                                  _mm256_and_si256(p2, mc0));
-                const __m256i lv[4] = {_mm256_and_si256(p0, m63), _mm256_and_si256(p1, m63), _mm256_and_si256(p2, m63),
-                                       _mm256_srli_epi16(t, 2)};
-                for (int j = 0; j < NT; j++) {
-                    const int8_t* qb = q[j] + ib * 256 + 32 * c + 16 * h;
-                    const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[0], bcast_quad(qb)),
-                                                        _mm256_maddubs_epi16(lv[1], bcast_quad(qb + 4)));
-                    const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[2], bcast_quad(qb + 8)),
-                                                        _mm256_maddubs_epi16(lv[3], bcast_quad(qb + 12)));
-                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s0, sc));
-                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s1, sc));
+                for (int g = 0; g < G; g++) {
+                    const __m256i sc = _mm256_shuffle_epi8(spair[g], h ? sc_hi : sc_lo);
+                    const uint8_t* v = b[g] + 160 + 192 * c + 96 * h;
+                    const __m256i p0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+                    const __m256i p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32));
+                    const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64));
+                    // Level vector 3: bits 6-7 of p0, p1, p2 are its bits 0-1, 2-3, 4-5; shifted in 16-bit lanes
+                    // after the mask, so no bit crosses into the neighbouring byte.
+                    const __m256i t = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p0, mc0), 4),
+                                                                      _mm256_srli_epi16(_mm256_and_si256(p1, mc0), 2)),
+                                                      _mm256_and_si256(p2, mc0));
+                    const __m256i lv[4] = {_mm256_and_si256(p0, m63), _mm256_and_si256(p1, m63),
+                                           _mm256_and_si256(p2, m63), _mm256_srli_epi16(t, 2)};
+                    for (int j = 0; j < NT; j++) {
+                        const int8_t* qb = q[j] + ib * 256 + 32 * c + 16 * h;
+                        const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[0], bcast_quad(qb)),
+                                                            _mm256_maddubs_epi16(lv[1], bcast_quad(qb + 4)));
+                        const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(lv[2], bcast_quad(qb + 8)),
+                                                            _mm256_maddubs_epi16(lv[3], bcast_quad(qb + 12)));
+                        isum[g][j] = _mm256_add_epi32(isum[g][j], _mm256_madd_epi16(s0, sc));
+                        isum[g][j] = _mm256_add_epi32(isum[g][j], _mm256_madd_epi16(s1, sc));
+                    }
                 }
             }
         }
-        const __m256 dw = load_8_f16(b + 128);
-        for (int j = 0; j < NT; j++) {
-            const __m256i net = _mm256_sub_epi32(isum[j], _mm256_slli_epi32(off[j], 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[j]);
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(b[g] + 128);
+            for (int j = 0; j < NT; j++) {
+                const __m256i net = _mm256_sub_epi32(isum[g][j], _mm256_slli_epi32(off[g][j], 5));
+                acc[g][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j]);
+            }
         }
     }
-    for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(acc[g][j], y[j], o0[g], n_out);
 }
 
 constexpr int64_t k_q8_0_pair_bytes = 544;
@@ -393,7 +410,7 @@ void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* con
     else if constexpr (T == dtype::q5_k)
         q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
     else if constexpr (T == dtype::q6_k)
-        q6_k_x8<NT>(gp, a, tok, y, o0, n, pf);
+        q6_k_x8<NT, 1>(&gp, a, tok, y, &o0, n, &pf);
     else if constexpr (T == dtype::q8_0)
         q8_0_x8<NT>(gp, a, tok, y, o0, n, pf);
     else
@@ -420,17 +437,23 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
     const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
-    if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
+    if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k || T == dtype::q6_k) {
         const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
         if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
             for (int64_t g = g0; g < g0 + half; g++) {
                 const uint8_t *p0 = packed + size_t(g) * group_bytes, *p1 = p0 + size_t(half) * group_bytes;
-                if constexpr (T == dtype::q8_0)
+                const int64_t pf_two[2] = {p0 + group_bytes + pf <= end ? pf : 0,
+                                           p1 + group_bytes + pf <= end ? pf : 0};
+                if constexpr (T == dtype::q8_0) {
                     q8_0_x8_two(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out);
-                else
-                    q45_k_x8_two<T == dtype::q5_k>(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out,
-                                                   p0 + group_bytes + pf <= end ? pf : 0,
-                                                   p1 + group_bytes + pf <= end ? pf : 0);
+                } else if constexpr (T == dtype::q6_k) {
+                    const uint8_t* gp_two[2] = {p0, p1};
+                    const int64_t o_two[2] = {g * 8, (g + half) * 8};
+                    q6_k_x8<1, 2>(gp_two, a, &t, yt, o_two, n_out, pf_two);
+                } else {
+                    q45_k_x8_two<T == dtype::q5_k>(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out, pf_two[0],
+                                                   pf_two[1]);
+                }
             }
             g0 += 2 * half;  // an odd count leaves the last group to the loop below
         }
