@@ -75,23 +75,15 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                 if constexpr (high_bit) q |= ((b.qh[e % 32] >> (e / 32)) & 1) << 4;
                 return q;
             });
-            if constexpr (!high_bit) {
-                put_nibbles(o, 160, 128, r, level);
-            } else {
-                // Sub-block s, L(g) = level of element 32s + 4g + k: vector j < 4 holds L(j) in bits 0-4; bits 5-7
-                // of vector 0 / 1 hold bits 0-2 of L(6) / L(7), of vector 2 / 3 bits 3-4 of L(6) / L(7) and bit 4 of
-                // L(4) / L(5); vector 4 holds the low 4 bits of L(4) and L(5) as nibbles.
+            put_nibbles(o, 160, high_bit ? 160 : 128, r, level);
+            if constexpr (high_bit)
                 for (int s = 0; s < 8; s++)
-                    for (int k = 0; k < 4; k++) {
-                        const auto lv = [&](int g) { return level(32 * s + 4 * g + k); };
-                        uint8_t* ob = o + 160 + 160 * s + r * 4 + k;
-                        ob[0] = uint8_t(lv(0) | (lv(6) & 7) << 5);
-                        ob[32] = uint8_t(lv(1) | (lv(7) & 7) << 5);
-                        ob[64] = uint8_t(lv(2) | (lv(6) >> 3) << 5 | (lv(4) >> 4) << 7);
-                        ob[96] = uint8_t(lv(3) | (lv(7) >> 3) << 5 | (lv(5) >> 4) << 7);
-                        ob[128] = uint8_t((lv(4) & 15) | (lv(5) & 15) << 4);
-                    }
-            }
+                    for (int v = 0; v < 4; v++)
+                        for (int k = 0; k < 4; k++) {
+                            const int e = 32 * s + 8 * v + k;
+                            o[160 + 160 * s + 128 + r * 4 + k] |=
+                                uint8_t((level(e) >> 4) << (2 * v) | (level(e + 4) >> 4) << (2 * v + 1));
+                        }
             put_scales_mins(b, r, o);
         }
     }
@@ -234,26 +226,19 @@ void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
             if (!rows[r]) continue;
             const block b = read_block<block>(rows[r], ib);
             // Sub-block s = 2c + h: nibble h of qs[32c..32c+31].
-            if constexpr (!high_bit) {
-                for (int s = 0; s < 8; s++)
-                    put_nibble_vectors(b.qs + 32 * (s / 2), 4 * (s % 2), o + 160 + stride * s + 4 * r);
-            } else {
+            for (int s = 0; s < 8; s++)
+                put_nibble_vectors(b.qs + 32 * (s / 2), 4 * (s % 2), o + 160 + stride * s + 4 * r);
+            if constexpr (high_bit)
                 for (int s = 0; s < 8; s++) {
-                    // The 32 levels as bytes (bit s of qh[l] is bit 4 of element 32s + l); group g = bytes 4g..4g+3.
-                    uint64_t lv[4];
-                    for (int w = 0; w < 4; w++)
-                        lv[w] = ((load64(b.qs + 32 * (s / 2) + 8 * w) >> (4 * (s % 2))) & k_low_nibbles) |
-                                ((load64(b.qh + 8 * w) >> s) & k_low_bits) << 4;
-                    const auto g = [&lv](int i) { return uint32_t(lv[i / 2] >> (32 * (i % 2))); };
-                    constexpr uint32_t b1 = 0x01010101u, b2 = 0x03030303u, b3 = 0x07070707u, b4 = 0x0f0f0f0fu;
-                    uint8_t* os = o + 160 + stride * s + 4 * r;
-                    store32(os, g(0) | (g(6) & b3) << 5);
-                    store32(os + 32, g(1) | (g(7) & b3) << 5);
-                    store32(os + 64, g(2) | ((g(6) >> 3) & b2) << 5 | ((g(4) >> 4) & b1) << 7);
-                    store32(os + 96, g(3) | ((g(7) >> 3) & b2) << 5 | ((g(5) >> 4) & b1) << 7);
-                    store32(os + 128, (g(4) & b4) | (g(5) & b4) << 4);
+                    // Bit s of qh[l] is bit 4 of element 32s + l; byte k gets it for 8v + k at bit 2v and for
+                    // 8v + 4 + k at bit 2v + 1.
+                    uint32_t acc = 0;
+                    for (int v = 0; v < 4; v++) {
+                        const uint64_t m = (load64(b.qh + 8 * v) >> s) & k_low_bits;
+                        acc |= uint32_t(m) << (2 * v) | uint32_t(m >> 32) << (2 * v + 1);
+                    }
+                    store32(o + 160 + 160 * s + 128 + 4 * r, acc);
                 }
-            }
             put_scales_mins(b, r, o);
         }
     }

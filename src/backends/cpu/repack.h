@@ -12,11 +12,9 @@
 //     scales[8 s][8 r] u8 6-bit @0, mins[4 p][8 r][2] (sub-blocks 2p, 2p + 1) @64, d[8 r] f16 @128,
 //     dmin[8 r] f16 @144; nibble vector (s, v) [8 r][4 k] @160 + 128 s + 32 v: byte (r, k) holds element
 //     32s + 8v + k of row r in the low nibble and element 32s + 8v + 4 + k in the high nibble.
-//   Q5_K x8, per super-block (1440 bytes): meta as Q4_K @0..159; sub-block s @160 + 160 s: with L(g) the 5-bit
-//     level of element 32s + 4g + k of row r, byte (r, k) of vector j @+32 j (j < 4) holds L(j) in bits 0-4, and
-//     in bits 5-7: vector 0 bits 0-2 of L(6), vector 1 bits 0-2 of L(7), vector 2 bits 3-4 of L(6) and bit 4 of
-//     L(4), vector 3 bits 3-4 of L(7) and bit 4 of L(5); vector 4 @+128 holds the low 4 bits of L(4) (low
-//     nibble) and L(5) (high nibble). (Session 11: 23 vector operations unpack a sub-block, 35 before.)
+//   Q5_K x8, per super-block (1440 bytes): meta as Q4_K @0..159; sub-block s @160 + 160 s: its 4 nibble
+//     vectors (low 4 bits), then qh[8 r][4 k] @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit
+//     2v + 1 = bit 4 of element 32s + 8v + 4 + k.
 //   Q6_K x8, per super-block (1696 bytes): scales[8 c][8 r][2 h] int8 @0 (sub-block 2c + h), d[8 r] f16 @128
 //     (16 zero bytes after); 16-element sub-block s @160 + 96 s: with L(g) the 6-bit level of element
 //     16s + 4g + k of row r, byte (r, k) of vector j @+32 j (j < 3) holds L(j) in bits 0-5 and bits 2j, 2j + 1

@@ -48,46 +48,23 @@ inline q45k_shuffle_masks q45k_masks() {
                                                                8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0))};
 }
 
-// Level vector g (0..7) of one 32-element Q5_K sub-block (v: its first quant byte; layout in repack.h): levels 0-3
-// in bits 0-4 of vectors 0-3 (1 operation each), 4 and 5 a nibble of vector 4 and their fifth bit at bit 7 of vector
-// 2 / 3 (4 and 5 operations), 6 and 7 bits 5-7 of vector 0 / 1 and bits 5-6 of vector 2 / 3 (5 operations each):
-// 23 for the 8 levels, 35 with the nibble + fifth-bit vector of session 6's layout. Masks before the 16-bit shifts
-// keep every bit inside its byte.
-__m256i q5_k_level(const uint8_t* v, int g) {
-    const auto load = [v](int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * i)); };
-    if (g < 4) return _mm256_and_si256(load(g), _mm256_set1_epi8(0x1f));
-    if (g < 6) {
-        const __m256i n = load(4);
-        const __m256i nib = _mm256_and_si256(g == 4 ? n : _mm256_srli_epi16(n, 4), _mm256_set1_epi8(0x0f));
-        return _mm256_or_si256(nib, _mm256_srli_epi16(_mm256_and_si256(load(g - 2), _mm256_set1_epi8(char(0x80))), 3));
-    }
-    return _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(load(g - 6), _mm256_set1_epi8(char(0xe0))), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(load(g - 4), _mm256_set1_epi8(0x60)), 2));
-}
-
-// q5_k_level from the sub-block's 5 vectors held in registers: the 1-token decode loads each vector once, in address
-// order (session 12: with q5_k_level's loads folded into the operations, 12 loads per sub-block that go back to
-// vectors 0-3 after vector 4, the decode from DRAM lost 10-25 % per CPU-second against main's kernel).
-__m256i q5_k_level_r(const __m256i* v, int g) {
-    if (g < 4) return _mm256_and_si256(v[g], _mm256_set1_epi8(0x1f));
-    if (g < 6) {
-        const __m256i nib = _mm256_and_si256(g == 4 ? v[4] : _mm256_srli_epi16(v[4], 4), _mm256_set1_epi8(0x0f));
-        return _mm256_or_si256(nib, _mm256_srli_epi16(_mm256_and_si256(v[g - 2], _mm256_set1_epi8(char(0x80))), 3));
-    }
-    return _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(v[g - 6], _mm256_set1_epi8(char(0xe0))), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(v[g - 4], _mm256_set1_epi8(0x60)), 2));
+// 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
+__m256i shift_bits(__m256i v, int n) {
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
 }
 
 // Level vector g (0..7) of one 32-element sub-block s (v: its first quant byte): [8 r][4 k] the levels of elements
-// 32s + 4g + k, against the activation quad at 32s + 4g. Q4_K: 4 nibble vectors, group 2i in the low nibbles of
-// vector i, 2i + 1 in the high ones (3 operations per 2 levels); Q5_K: q5_k_level. Computed where each level is used
-// (the callers' loops over g are unrolled, so every branch and shift is a constant), so that with 4 tokens per pass
-// the 8 levels are not all live at once.
+// 32s + 4g + k, against the activation quad at 32s + 4g. 4 nibble vectors, group 2i in the low nibbles of vector
+// i, 2i + 1 in the high ones (3 operations per 2 levels); Q5_K: the fifth bit of group g at bit g of the vector
+// after them (3 more per level). Computed where each level is used (the callers' loops over g are unrolled, so
+// every branch and shift is a constant), so that with 4 tokens per pass the 8 levels are not all live at once.
 template <bool high_bit>
 __m256i sub_block_level(const uint8_t* v, int g) {
-    if constexpr (high_bit) return q5_k_level(v, g);
     const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * (g / 2)));
-    return _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+    const __m256i nib = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+    if constexpr (!high_bit) return nib;
+    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
+    return _mm256_or_si256(nib, _mm256_and_si256(shift_bits(qh, 4 - g), _mm256_set1_epi8(0x10)));
 }
 
 // Sum over sub-blocks of min[r][s] * (activation sum of sub-block s) for the 8 rows, pairs of sub-blocks per madd:
@@ -132,27 +109,13 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         __m256i isum[NT];
         for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int s = 0; s < 8; s++) {
-            if (NT == 1 && pf > 0) {
-                prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
-            }
+            if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
             const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
             __m256i s16[NT];
             for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
-            // Q5_K decode: the sub-block's 5 vectors, one load each (the empty asm keeps GCC from folding the loads
-            // back into the level operations).
-            __m256i vr[5];
-            if constexpr (high_bit && NT == 1)
-                for (int i = 0; i < 5; i++) {
-                    vr[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 160 + stride * s + 32 * i));
-                    asm volatile("" : "+x"(vr[i]));
-                }
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
-                __m256i lv;
-                if constexpr (high_bit && NT == 1)
-                    lv = q5_k_level_r(vr, g);
-                else
-                    lv = sub_block_level<high_bit>(b + 160 + stride * s, g);
+                const __m256i lv = sub_block_level<high_bit>(b + 160 + stride * s, g);
                 for (int j = 0; j < NT; j++)
                     s16[j] = _mm256_add_epi16(s16[j],
                                               _mm256_maddubs_epi16(lv, bcast_quad(q[j] + ib * 256 + 32 * s + 4 * g)));
