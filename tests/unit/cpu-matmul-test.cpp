@@ -226,7 +226,7 @@ TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {
     }
 }
 
-// Decode over two group streams (set_decode_group_pairs: Q8_0, Q4_K, Q5_K x8; the others ignore it) must give the
+// Decode over two group streams (set_decode_group_pairs: Q8_0, Q5_K x8; the others ignore it) must give the
 // results of one group at a time bit for bit: odd and even group counts (37 rows: 5 groups, 200: 25, 256: 32),
 // odd block counts (1120: 35 blocks), 1 and 2 threads (each thread pairs inside its own chunks), several distances.
 TEST_P(cpu_matmul, decode_group_pairs_do_not_change_results) {

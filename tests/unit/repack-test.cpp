@@ -58,9 +58,9 @@ TEST(repack, fast_packer_matches_reference) {
             const size_t gb = repack::group_bytes(c.type, n_in);
             const int gr = repack::group_rows(c.type);
             const auto file = random_bytes(rb * size_t(gr), seed++);
-            // Present-row masks: all rows, a last group of 1, 3 and 7 (float: 31) rows, and holes (not produced
-            // by the loader, but pack_group accepts them).
-            const uint32_t all = gr == 32 ? 0xFFFFFFFFu : 0xFFu;
+            // Present-row masks: all rows, a last group of 1, 3 and 7 (Q4_K: 15, float: 31) rows, and holes (not
+            // produced by the loader, but pack_group accepts them).
+            const uint32_t all = gr == 32 ? 0xFFFFFFFFu : (1u << gr) - 1;
             for (uint32_t mask : {all, 0x01u, 0x07u, all >> 1, 0xA5A5A5A5u & all, 0x00u}) {
                 const uint8_t* rows[repack::k_max_rows];
                 for (int r = 0; r < gr; r++) rows[r] = (mask >> r) & 1 ? file.data() + rb * size_t(r) : nullptr;

@@ -45,7 +45,7 @@ struct kernel_set {
     quantize_fn quantize_q8_0, quantize_q8_k;
 };
 
-// Decode kernels of the interleaved layouts of repack.h: for token t and 8-row groups [g0, g1) of `packed`
+// Decode kernels of the interleaved layouts of repack.h: for token t and groups [g0, g1) (8 rows, Q4_K 16) of `packed`
 // (group g at packed + g * group_bytes), y[t * n_out + o] = dot(row o, token t) for the rows o < n_out.
 using gemv_x8_fn = void (*)(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y,
                             int64_t n_out, int64_t g0, int64_t g1);
@@ -67,7 +67,7 @@ const repack_kernel_set* avx2_repack_kernels();
 // How far ahead (bytes) the decode kernels that use software prefetch ask for their weight stream, 0 = off
 // (set_decode_prefetch in matmul.h). Defined in matmul.cpp, so no ISA translation unit compiles <atomic>.
 int64_t decode_prefetch_bytes();
-// The least distance in bytes of the two group streams of the paired Q8_0 / Q4_K / Q5_K decode, 0 = off
+// The least distance in bytes of the two group streams of the paired Q8_0 / Q5_K decode, 0 = off
 // (set_decode_group_pairs in matmul.h).
 int64_t decode_group_pairs();
 

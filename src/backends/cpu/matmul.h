@@ -107,9 +107,10 @@ void set_prefill_gemm(bool on);
 inline constexpr int64_t k_default_decode_prefetch = 32 * 1024;
 void set_decode_prefetch(int64_t bytes);
 
-// Decode of the Q8_0, Q4_K and Q5_K x8 layouts over two streams: a call's groups [g0, g1) are walked as pairs (g, g +
+// Decode of the Q8_0 and Q5_K x8 layouts over two streams: a call's groups [g0, g1) are walked as pairs (g, g +
 // half), each activation broadcast feeding both groups, when the two streams are at least `min_distance` bytes apart
-// (0: off, the default). Results are the same bit for bit either way (an A/B switch for benchmarks, session 9).
+// (0: off, the default; Q4_K's 16-row groups share each broadcast already, session 12). Results are the same bit for
+// bit either way (an A/B switch for benchmarks, session 9).
 void set_decode_group_pairs(int64_t min_distance);
 
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".

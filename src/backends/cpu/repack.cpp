@@ -15,8 +15,8 @@
 namespace memtile::cpu::repack {
 namespace {
 
-constexpr size_t k_q4_k_bytes = 1184, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696, k_q8_0_pair_bytes = 544,
-                 k_q4_0_pair_bytes = 288;
+constexpr size_t k_q4_k_bytes = 1184, k_q4_k_x16_bytes = 2368, k_q5_k_bytes = 1440, k_q6_k_bytes = 1696,
+                 k_q8_0_pair_bytes = 544, k_q4_0_pair_bytes = 288;
 
 // Row r's unpacked 6-bit scales and mins (bytes) and its d and dmin in the x8 Q4_K/Q5_K super-block o: the same in
 // both packers (plain byte moves; the oracle's independence lies in the levels).
@@ -30,6 +30,18 @@ void put_scales_mins(const Block& b, int r, uint8_t* o) {
     }
     std::memcpy(o + 128 + 2 * r, &b.d, 2);
     std::memcpy(o + 144 + 2 * r, &b.dmin, 2);
+}
+
+// The same for row r (0..15) of the x16 Q4_K super-block o (repack.h): scales, mins, d, dmin of 16 rows.
+void put_scales_mins_x16(const block_q4_k& b, int r, uint8_t* o) {
+    for (int s = 0; s < 8; s++) {
+        uint8_t sc, mn;
+        unpack_scale_min_k4(b.scales, s, sc, mn);
+        o[s * 16 + r] = sc;
+        o[128 + (s / 2) * 32 + r * 2 + s % 2] = mn;
+    }
+    std::memcpy(o + 256 + 2 * r, &b.d, 2);
+    std::memcpy(o + 288 + 2 * r, &b.dmin, 2);
 }
 
 namespace ref {
@@ -52,6 +64,26 @@ template <class Level>
 auto level_table(uint8_t (&lv)[k_qk], Level level) {
     for (int e = 0; e < k_qk; e++) lv[e] = uint8_t(level(e));
     return [&lv](int e) { return int(lv[e]); };
+}
+
+// Q4_K x16: levels, 6-bit scales and mins, d and dmin of 16 rows; row r's level of element e in nibble r / 8
+// of byte (r % 8, e % 4) of vector (e / 32, (e % 32) / 4).
+void pack_q4_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    const int64_t nb = n_in / k_qk;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib) * k_q4_k_x16_bytes;
+        std::memset(o, 0, k_q4_k_x16_bytes);
+        for (int r = 0; r < k_q4_k_rows; r++) {
+            if (!rows[r]) continue;
+            const block_q4_k b = read_block<block_q4_k>(rows[r], ib);
+            for (int e = 0; e < k_qk; e++) {
+                const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
+                const int q = e % 64 < 32 ? byte & 15 : byte >> 4;
+                o[320 + 256 * (e / 32) + 32 * ((e % 32) / 4) + 4 * (r % 8) + e % 4] |= uint8_t(q << (4 * (r / 8)));
+            }
+            put_scales_mins_x16(b, r, o);
+        }
+    }
 }
 
 // Q4_K (high_bit false) and Q5_K (true): levels, 6-bit scales and mins, d and dmin.
@@ -213,6 +245,37 @@ void put_nibble_vectors(const uint8_t* src, int shift, uint8_t* dst) {
     }
 }
 
+// Q4_K x16: sub-block s = 2c + h is nibble h of qs[32c .. 32c + 31], so vector (s, v) takes nibble h of
+// qs[32c + 4v .. + 3] of row r (low nibbles, rows 0..7) and of row r + 8 (high nibbles) at byte 4r.
+void pack_q4_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+    const int64_t nb = n_in / k_qk;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        uint8_t* o = out + size_t(ib) * k_q4_k_x16_bytes;
+        std::memset(o, 0, 320);
+        for (int r = 0; r < k_rows; r++) {
+            block_q4_k b[2];
+            uint64_t qs[2][16] = {};
+            for (int half = 0; half < 2; half++) {
+                const uint8_t* row = rows[r + k_rows * half];
+                if (!row) continue;
+                b[half] = read_block<block_q4_k>(row, ib);
+                std::memcpy(qs[half], b[half].qs, sizeof b[half].qs);
+                put_scales_mins_x16(b[half], r + k_rows * half, o);
+            }
+            for (int s = 0; s < 8; s++)
+                for (int w = 0; w < 4; w++) {
+                    // Word w of qs[32c ..]: vectors 2w (bytes 0..3) and 2w + 1 (bytes 4..7).
+                    const uint64_t lo = (qs[0][4 * (s / 2) + w] >> (4 * (s % 2))) & k_low_nibbles;
+                    const uint64_t hi = (qs[1][4 * (s / 2) + w] >> (4 * (s % 2))) & k_low_nibbles;
+                    const uint64_t m = lo | hi << 4;
+                    uint8_t* dst = o + 320 + 256 * s + 64 * w + 4 * r;
+                    store32(dst, uint32_t(m));
+                    store32(dst + 32, uint32_t(m >> 32));
+                }
+        }
+    }
+}
+
 template <bool high_bit>
 void pack_q45_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     using block = std::conditional_t<high_bit, block_q5_k, block_q4_k>;
@@ -317,12 +380,13 @@ bool supported(dtype t) {
 }
 
 int group_rows(dtype t) {
+    if (t == dtype::q4_k) return k_q4_k_rows;
     return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ? k_float_rows : k_rows;
 }
 
 size_t group_bytes(dtype t, int64_t n_in) {
     switch (t) {
-        case dtype::q4_k: return size_t(n_in / k_qk) * k_q4_k_bytes;
+        case dtype::q4_k: return size_t(n_in / k_qk) * k_q4_k_x16_bytes;
         case dtype::q5_k: return size_t(n_in / k_qk) * k_q5_k_bytes;
         case dtype::q6_k: return size_t(n_in / k_qk) * k_q6_k_bytes;
         case dtype::q8_0: return size_t((n_in / k_qk_legacy + 1) / 2) * k_q8_0_pair_bytes;
@@ -336,7 +400,7 @@ size_t group_bytes(dtype t, int64_t n_in) {
 
 void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     switch (t) {
-        case dtype::q4_k: pack_q45_k<false>(rows, n_in, out); break;
+        case dtype::q4_k: pack_q4_k(rows, n_in, out); break;
         case dtype::q5_k: pack_q45_k<true>(rows, n_in, out); break;
         case dtype::q6_k: pack_q6_k(rows, n_in, out); break;
         case dtype::q8_0: pack_legacy<true>(rows, n_in, out); break;
@@ -350,7 +414,7 @@ void pack_group(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out)
 
 void pack_group_ref(dtype t, const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     switch (t) {
-        case dtype::q4_k: ref::pack_q45_k<false>(rows, n_in, out); break;
+        case dtype::q4_k: ref::pack_q4_k(rows, n_in, out); break;
         case dtype::q5_k: ref::pack_q45_k<true>(rows, n_in, out); break;
         case dtype::q6_k: ref::pack_q6_k(rows, n_in, out); break;
         case dtype::q8_0: ref::pack_q8_0(rows, n_in, out); break;

@@ -4,17 +4,20 @@
 // horizontal sums disappear, and the scale arithmetic is done once per 8 rows. Every vector load of the
 // layout is 32-byte aligned (groups start 64-byte aligned), so no load splits a cache line.
 //
-// Group layouts, per 8-row group (a matrix with n_out rows has ceil(n_out / 8) groups; the rows past n_out
-// of the last group are zero and never stored to y). Within a block the scales come first and the quants
+// Group layouts, per 8-row group (Q4_K: 16 rows, one vector holding 4 weights of each of them; a matrix
+// with n_out rows has ceil(n_out / rows) groups; the rows past n_out of the last group are zero and never
+// stored to y). Within a block the scales come first and the quants
 // follow in the order the kernels read them, so a decode pass touches memory strictly in address order
 // (what the hardware stream prefetchers follow).
-//   Q4_K x8, per super-block (1184 bytes), sub-block s = e / 32 of element e:
-//     scales[8 s][8 r] u8 6-bit @0, mins[4 p][8 r][2] (sub-blocks 2p, 2p + 1) @64, d[8 r] f16 @128,
-//     dmin[8 r] f16 @144; nibble vector (s, v) [8 r][4 k] @160 + 128 s + 32 v: byte (r, k) holds element
-//     32s + 8v + k of row r in the low nibble and element 32s + 8v + 4 + k in the high nibble.
-//   Q5_K x8, per super-block (1440 bytes): meta as Q4_K @0..159; sub-block s @160 + 160 s: its 4 nibble
-//     vectors (low 4 bits), then qh[8 r][4 k] @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit
-//     2v + 1 = bit 4 of element 32s + 8v + 4 + k.
+//   Q4_K x16 (16 rows per group, session 12), per super-block (2368 bytes), sub-block s = e / 32 of element e:
+//     scales[8 s][16 r] u8 6-bit @0, mins[4 p][16 r][2] (sub-blocks 2p, 2p + 1) @128, d[16 r] f16 @256,
+//     dmin[16 r] f16 @288; nibble vector (s, v) [8 r][4 k] @320 + 256 s + 32 v: byte (r, k) holds element
+//     32s + 4v + k of row r in the low nibble and of row r + 8 in the high nibble, so one activation quad
+//     feeds both nibbles of a vector (the 8-row layout took two broadcasts per 32 weight bytes).
+//   Q5_K x8, per super-block (1440 bytes): scales[8 s][8 r] u8 6-bit @0, mins[4 p][8 r][2] @64, d[8 r] f16
+//     @128, dmin[8 r] f16 @144; sub-block s @160 + 160 s: its 4 nibble vectors [8 r][4 k] (byte (r, k):
+//     element 32s + 8v + k of row r in the low nibble, 32s + 8v + 4 + k in the high one), then qh[8 r][4 k]
+//     @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit 2v + 1 = bit 4 of element 32s + 8v + 4 + k.
 //   Q6_K x8, per super-block (1696 bytes): scales[8 c][8 r][2 h] int8 @0 (sub-block 2c + h), d[8 r] f16 @128
 //     (16 zero bytes after); 16-element sub-block s @160 + 96 s: with L(g) the 6-bit level of element
 //     16s + 4g + k of row r, byte (r, k) of vector j @+32 j (j < 3) holds L(j) in bits 0-5 and bits 2j, 2j + 1
@@ -41,12 +44,13 @@
 namespace memtile::cpu::repack {
 
 inline constexpr int k_rows = 8;
+inline constexpr int k_q4_k_rows = 16;
 inline constexpr int k_float_rows = 32;
 inline constexpr int k_max_rows = 32;
 
 // Whether an interleaved layout exists for this format.
 bool supported(dtype t);
-// Rows per group: k_rows for the quantized formats, k_float_rows for F32, F16, BF16.
+// Rows per group: k_q4_k_rows for Q4_K, k_rows for the other quantized formats, k_float_rows for F32, F16, BF16.
 int group_rows(dtype t);
 // Bytes of one group for rows of n_in elements (a multiple of the format's block).
 size_t group_bytes(dtype t, int64_t n_in);

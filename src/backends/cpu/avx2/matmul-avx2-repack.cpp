@@ -190,17 +190,35 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
     store_rows(acc[1], y, o1, n_out);
 }
 
-// The x8 Q4_K kernel (1184-byte super-blocks; session 12): the arithmetic of q45_k_x8<false, NT> (the same integer
-// sums and, per row and token, the same float operations, so the same bits), with the loop shaped for fewer
-// instructions: each pair of sub-blocks c shares one scale broadcast and takes the two constant shuffle masks, the
-// 4 nibble vectors of a sub-block are unpacked at constant offsets (low nibbles: levels 2v, high: 2v + 1), and the
-// prefetch is a template parameter instead of a test per sub-block. Why: main's loop took 63 instructions per
-// sub-block (mask select, scale index arithmetic, prefetch test, loop control) for 40 that do the work, and the
-// core's 6-wide dispatch, not its vector units, bounded it (in L2 ~42-44 GB per CPU-second).
-template <int NT, bool prefetch>
-void q4_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
-             int64_t pf) {
-    constexpr int64_t bytes = 1184;
+constexpr int64_t k_q4_k_x16_bytes = 2368;
+
+// Sum over sub-blocks of min[r][s] * (activation sum of sub-block s) for the 8 rows of half h of a Q4_K x16
+// super-block b (mins at b + 128 as [4 p][16 r][2] bytes): q45_k_min_sum's integer sums.
+__m256i q4_k_x16_min_sum(const uint8_t* b, int h, const int16_t* bsums) {
+    const __m256i bsum32 = _mm256_madd_epi16(loadu(bsums), _mm256_set1_epi16(1));
+    const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
+    __m256i msum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        const __m256i mn =
+            _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 128 + 32 * p + 16 * h)));
+        const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
+    }
+    return msum;
+}
+
+// Q4_K x16 (repack.h; session 12): rows 0..7 of the group in the low nibbles, 8..15 in the high ones, so each
+// activation quad broadcast feeds the two maddubs of one weight vector. Halves H: 0 or 1 (rows 8H .. 8H + 7 only:
+// the prefill tiles of 4 tokens, whose registers hold one half) or 2 (both: decode). Per row the integer sums
+// and the float operations of session 6-11's x8 kernel (q45_k_x8<false>), so the same bits; the loop shaped
+// for fewer instructions: a pair of sub-blocks shares one scale broadcast and takes the two constant shuffle
+// masks, the vectors of a sub-block unpacked at constant offsets, the prefetch a template parameter instead of
+// a test per sub-block (main's x8 loop: 63 instructions per 8-row sub-block for 40 that did the work).
+template <int NT, int H, bool prefetch>
+void q4_k_x16(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
+              int64_t pf) {
+    constexpr int64_t bytes = k_q4_k_x16_bytes;
+    constexpr int h0 = H == 2 ? 0 : H, nh = H == 2 ? 2 : 1;
     const int64_t nb = a.n_in / 256;
     const int8_t* q[NT];
     const float* d[NT];
@@ -212,44 +230,52 @@ void q4_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
     }
     const auto [sc_even, sc_odd] = q45k_masks();
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[NT];
-    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    __m256 acc[NT][nh];
+    for (int j = 0; j < NT; j++)
+        for (int h = 0; h < nh; h++) acc[j][h] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t* b = gp + ib * bytes;
-        __m256i isum[NT];
-        for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i sc2 = bcast_16(b + 16 * c);
+        __m256i isum[NT][nh];
+        for (int j = 0; j < NT; j++)
+            for (int h = 0; h < nh; h++) isum[j][h] = _mm256_setzero_si256();
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int s = 2 * c + h;
-                if constexpr (prefetch) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
-                const __m256i sc = _mm256_shuffle_epi8(sc2, h ? sc_odd : sc_even);
-                const uint8_t* v = b + 160 + 128 * s;
-                __m256i s16[NT];
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * i));
-                    const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                    for (int j = 0; j < NT; j++) {
-                        const int8_t* x = q[j] + ib * 256 + 32 * s + 8 * i;
-                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast_quad(x)),
-                                                           _mm256_maddubs_epi16(hi, bcast_quad(x + 4)));
-                        s16[j] = i ? _mm256_add_epi16(s16[j], p) : p;
+        for (int s = 0; s < 8; s++) {
+            if constexpr (prefetch) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
+            // Byte r of the 16 scales of sub-block s: row r; sc_even takes rows 0..7, sc_odd 8..15.
+            const __m256i sc16 = bcast_16(b + 16 * s);
+            __m256i sc[nh];
+            for (int h = 0; h < nh; h++) sc[h] = _mm256_shuffle_epi8(sc16, h0 + h ? sc_odd : sc_even);
+            const uint8_t* v = b + 320 + 256 * s;
+            __m256i s16[NT][nh];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * i));
+                __m256i lv[nh];
+                for (int h = 0; h < nh; h++) lv[h] = _mm256_and_si256(h0 + h ? _mm256_srli_epi16(raw, 4) : raw, m4);
+                for (int j = 0; j < NT; j++) {
+                    const __m256i x = bcast_quad(q[j] + ib * 256 + 32 * s + 4 * i);
+                    for (int h = 0; h < nh; h++) {
+                        const __m256i p = _mm256_maddubs_epi16(lv[h], x);
+                        s16[j][h] = i ? _mm256_add_epi16(s16[j][h], p) : p;
                     }
                 }
-                for (int j = 0; j < NT; j++) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
+            }
+            for (int j = 0; j < NT; j++)
+                for (int h = 0; h < nh; h++)
+                    isum[j][h] = _mm256_add_epi32(isum[j][h], _mm256_madd_epi16(s16[j][h], sc[h]));
+        }
+        for (int h = 0; h < nh; h++) {
+            const __m256 dw = load_8_f16(b + 256 + 16 * (h0 + h)), dmw = load_8_f16(b + 288 + 16 * (h0 + h));
+            for (int j = 0; j < NT; j++) {
+                const __m256i msum = q4_k_x16_min_sum(b, h0 + h, bs[j] + ib * 16);
+                const __m256 da = _mm256_set1_ps(d[j][ib]);
+                acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j][h]), _mm256_mul_ps(dw, da), acc[j][h]);
+                acc[j][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j][h]);
             }
         }
-        const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
-        for (int j = 0; j < NT; j++) {
-            const __m256i msum = q45_k_min_sum(b, bs[j] + ib * 16);
-            const __m256 da = _mm256_set1_ps(d[j][ib]);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, da), acc[j]);
-            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
-        }
     }
-    for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
+    for (int j = 0; j < NT; j++)
+        for (int h = 0; h < nh; h++) store_rows(acc[j][h], y[j], o0 + 8 * (h0 + h), n_out);
 }
 
 // Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
@@ -451,10 +477,16 @@ template <dtype T, int NT>
 void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
             int64_t pf) {
     if constexpr (T == dtype::q4_k) {
-        if (pf > 0)
-            q4_k_x8<NT, true>(gp, a, tok, y, o0, n, pf);
-        else
-            q4_k_x8<NT, false>(gp, a, tok, y, o0, n, pf);
+        // Decode (one token): both halves of the 16-row group; prefill tiles: one half at a time (registers).
+        if constexpr (NT == 1) {
+            if (pf > 0)
+                q4_k_x16<1, 2, true>(gp, a, tok, y, o0, n, pf);
+            else
+                q4_k_x16<1, 2, false>(gp, a, tok, y, o0, n, pf);
+        } else {
+            q4_k_x16<NT, 0, false>(gp, a, tok, y, o0, n, 0);
+            q4_k_x16<NT, 1, false>(gp, a, tok, y, o0, n, 0);
+        }
     } else if constexpr (T == dtype::q5_k)
         q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
     else if constexpr (T == dtype::q6_k)
@@ -466,6 +498,10 @@ void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* con
 }
 // Whether decode prefetches: on for the K formats; off for Q8_0, whose decode measured 2-10 % slower with it at
 // every distance (sessions 4 and 8), and for Q4_0, not measured.
+// Rows of one group of format T (repack.h).
+constexpr int64_t x8_group_rows(dtype t) {
+    return t == dtype::q4_k ? 16 : 8;
+}
 constexpr bool x8_prefetches(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
 }
@@ -485,7 +521,7 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
     const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
-    if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k) {
+    if constexpr (T == dtype::q8_0 || T == dtype::q5_k) {
         const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
         if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
             for (int64_t g = g0; g < g0 + half; g++) {
@@ -502,7 +538,7 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     }
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
-        run_x8<T, 1>(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
+        run_x8<T, 1>(gp, a, &t, yt, g * x8_group_rows(T), n_out, gp + group_bytes + pf <= end ? pf : 0);
     }
 }
 
@@ -523,13 +559,13 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 yt[j] = y + (t + j) * n_out;
             }
             if (n == NT)
-                run_x8<T, NT>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, NT>(gp, a, tok, yt, g * x8_group_rows(T), n_out, 0);
             else if (n == 3)
-                run_x8<T, (3 < NT ? 3 : 1)>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, (3 < NT ? 3 : 1)>(gp, a, tok, yt, g * x8_group_rows(T), n_out, 0);
             else if (n == 2)
-                run_x8<T, 2>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 2>(gp, a, tok, yt, g * x8_group_rows(T), n_out, 0);
             else
-                run_x8<T, 1>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 1>(gp, a, tok, yt, g * x8_group_rows(T), n_out, 0);
         }
     }
 }
