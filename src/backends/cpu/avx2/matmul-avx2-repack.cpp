@@ -257,6 +257,9 @@ void q4_k_x16(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
                     for (int h = 0; h < nh; h++) {
                         const __m256i p = _mm256_maddubs_epi16(lv[h], x);
                         s16[j][h] = i ? _mm256_add_epi16(s16[j][h], p) : p;
+                        // An empty asm keeps each sum a sequential chain in one register: GCC otherwise rebuilds
+                        // the 16 adds of a sub-block as trees of live products and spills the scales and sums.
+                        asm("" : "+x"(s16[j][h]));
                     }
                 }
             }
