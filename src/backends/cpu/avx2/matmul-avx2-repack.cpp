@@ -442,11 +442,13 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
         if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
             for (int64_t g = g0; g < g0 + half; g++) {
                 const uint8_t *p0 = packed + size_t(g) * group_bytes, *p1 = p0 + size_t(half) * group_bytes;
-                const int64_t pf_two[2] = {p0 + group_bytes + pf <= end ? pf : 0,
-                                           p1 + group_bytes + pf <= end ? pf : 0};
                 if constexpr (T == dtype::q8_0) {
                     q8_0_x8_two(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out);
-                } else if constexpr (T == dtype::q6_k) {
+                    continue;  // Q8_0 decode takes no prefetch (x8_prefetches)
+                }
+                const int64_t pf_two[2] = {p0 + group_bytes + pf <= end ? pf : 0,
+                                           p1 + group_bytes + pf <= end ? pf : 0};
+                if constexpr (T == dtype::q6_k) {
                     const uint8_t* gp_two[2] = {p0, p1};
                     const int64_t o_two[2] = {g * 8, (g + half) * 8};
                     q6_k_x8<1, 2>(gp_two, a, &t, yt, o_two, n_out, pf_two);
