@@ -58,9 +58,50 @@ __attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint8_t* p, size_t
                        _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
     return out[0] + out[1] + out[2] + out[3];
 }
+
+// Sum of the 64-bit words of S runs of `run` bytes (a multiple of 64) from p, p + run, ..., one line of each run
+// per step.
+template <int S>
+__attribute__((target("avx2"))) uint64_t sum_runs_avx2(const uint8_t* p, size_t run) {
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (size_t i = 0; i < run; i += 64)
+        for (int s = 0; s < S; s++) {
+            const __m256i* v = reinterpret_cast<const __m256i*>(p + size_t(s) * run + i);
+            a[2 * (s % 2)] = _mm256_add_epi64(a[2 * (s % 2)], _mm256_loadu_si256(v));
+            a[2 * (s % 2) + 1] = _mm256_add_epi64(a[2 * (s % 2) + 1], _mm256_loadu_si256(v + 1));
+        }
+    alignas(32) uint64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                       _mm256_add_epi64(_mm256_add_epi64(a[0], a[1]), _mm256_add_epi64(a[2], a[3])));
+    return out[0] + out[1] + out[2] + out[3];
+}
 #endif
 
+uint64_t sum_words(const read_variant& v, const uint8_t* p, size_t n);
+
+// [p, p + n) read as v.streams runs side by side; the bytes past the last whole run (fewer than streams x 64) as one
+// more stream.
+uint64_t sum_words_streams(const read_variant& v, const uint8_t* p, size_t n) {
+    const size_t run = n / size_t(v.streams) / 64 * 64, covered = run * size_t(v.streams);
+    uint64_t s = 0;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && run > 0) {
+        switch (v.streams) {
+            case 2: s = sum_runs_avx2<2>(p, run); break;
+            case 4: s = sum_runs_avx2<4>(p, run); break;
+            case 8: s = sum_runs_avx2<8>(p, run); break;
+            default: s = sum_words_scalar(p, covered);
+        }
+    } else
+#endif
+    {
+        s = sum_words_scalar(p, covered);
+    }
+    return s + sum_words_scalar(p + covered, n - covered);
+}
+
 uint64_t sum_words(const read_variant& v, const uint8_t* p, size_t n) {
+    if (v.streams > 1) return sum_words_streams(v, p, n);
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) {
         switch (v.hint) {
@@ -94,6 +135,7 @@ std::string read_variant_name(const read_variant& v) {
     if (v.hint != prefetch_hint::none) s += fmt::format("-{}", size_name(v.distance));
     if (v.chunk_bytes) s += " chunks-" + size_name(v.chunk_bytes);
     if (v.passes > 1) s += fmt::format(" passes-{}", v.passes);
+    if (v.streams > 1) s += fmt::format(" streams-{}", v.streams);
     if (v.huge_pages) s += " huge";
     return s;
 }
@@ -120,6 +162,9 @@ std::vector<read_variant> standard_read_variants() {
         {h::nta, 32 * K, 0, 1, true},
         {h::t1, 32 * K, 0, 1, true},
         {h::t1, 32 * K, 2 * M, 1, true},
+        {h::none, 0, 0, 1, true, 2},
+        {h::none, 0, 0, 1, true, 4},
+        {h::none, 0, 0, 1, true, 8},
     };
 }
 
@@ -127,6 +172,9 @@ uint64_t read_variant_share(const read_variant& v, const uint8_t* p, size_t byte
     if (v.passes < 1 || threads < 1 || bytes % (k_step * size_t(v.passes)) || v.chunk_bytes % k_step)
         fail("observe", "read variant '{}': {} bytes do not split into {} passes and chunks of whole 128-byte steps",
              read_variant_name(v), bytes, v.passes);
+    if (v.streams != 1 && (v.streams < 1 || v.hint != prefetch_hint::none || v.chunk_bytes))
+        fail("observe", "read variant '{}': streams ({}) must be 1, or plain loads over contiguous shares",
+             read_variant_name(v), v.streams);
     if (pass < 0 || pass >= v.passes || thread < 0 || thread >= threads)
         fail("observe", "read variant '{}': pass {} of {}, thread {} of {}", read_variant_name(v), pass, v.passes,
              thread, threads);

@@ -26,9 +26,13 @@ struct read_variant {
         0;           // 0: thread t of T reads the t-th contiguous 1/T of each pass; else chunks dealt round robin
     int passes = 1;  // the buffer is read as this many consecutive parts, one parallel_for each
     bool huge_pages = false;  // read the buffer on 2 MiB transparent huge pages (else 4 KiB pages only)
+    // Each contiguous share is cut into this many equal runs read side by side, one 64-byte line of each per step
+    // (plain loads only, no chunks): the access pattern of the decode kernels' group streams (set_decode_streams),
+    // which on a latency-bound core read more per second than one stream.
+    int streams = 1;
 };
 
-// e.g. "plain", "t1-32k", "t1-32k chunks-2m", "plain passes-16", "t1-32k huge".
+// e.g. "plain", "t1-32k", "t1-32k chunks-2m", "plain passes-16", "t1-32k huge", "plain streams-4 huge".
 std::string read_variant_name(const read_variant& v);
 
 // The set `memtile probe` and bench-decode-roofline measure; element 0 is the plain reference (AVX2 loads,

@@ -34,6 +34,7 @@ TEST(read_variants, every_variant_reads_every_word_once_for_any_thread_count) {
     const uint64_t want = word_sum(buf.data(), bytes);
     auto variants = standard_read_variants();
     variants.push_back({prefetch_hint::t0, 64, size_t(128) * 3, 4});
+    variants.push_back({prefetch_hint::none, 0, 0, 2, false, 3});  // streams without a vector path, over 2 passes
     std::set<std::string> names;
     for (const auto& v : variants) {
         names.insert(read_variant_name(v));
@@ -47,6 +48,7 @@ TEST(read_variants, every_variant_reads_every_word_once_for_any_thread_count) {
     EXPECT_EQ(names.size(), variants.size());  // every variant is told apart by its name
     EXPECT_EQ(read_variant_name(standard_read_variants()[0]), "plain");
     EXPECT_EQ(read_variant_name({prefetch_hint::t1, 32768, size_t(2) << 20, 1, true}), "t1-32k chunks-2m huge");
+    EXPECT_EQ(read_variant_name({prefetch_hint::none, 0, 0, 1, true, 4}), "plain streams-4 huge");
 }
 
 TEST(read_variants, shares_that_do_not_split_fail_clearly) {
@@ -56,6 +58,9 @@ TEST(read_variants, shares_that_do_not_split_fail_clearly) {
     EXPECT_THROW(read_variant_share({}, buf.data(), 1000, 0, 0, 1), error);
     EXPECT_THROW(read_variant_share({}, buf.data(), 1024, 0, 2, 2), error);
     EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 0, 2}, buf.data(), 1024, 2, 0, 1), error);
+    EXPECT_THROW(read_variant_share({prefetch_hint::t1, 64, 0, 1, false, 4}, buf.data(), 1024, 0, 0, 1), error);
+    EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 256, 1, false, 4}, buf.data(), 1024, 0, 0, 1), error);
+    EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 0, 1, false, 0}, buf.data(), 1024, 0, 0, 1), error);
 }
 
 TEST(read_variants, best_index_is_the_largest_figure) {
