@@ -71,8 +71,8 @@ public:
     // the OS does not schedule still loses its work to the others; worker t >= 1 owns share t - 1 and the calling
     // thread the last one. interleaved: about 4 chunks per thread, claimed in order by whichever thread asks first
     // (with two threads each thread's chunks alternate with the other's). Decode at 2 threads, quiet machine:
-    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu.md, session 10). Set between calls, from
-    // the calling thread.
+    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu-log-s7-s11.md, session 10). Set between calls,
+    // from the calling thread.
     enum class split { interleaved, ranges };
     static constexpr int k_default_range_chunks = 16;
     void set_split(split s, int chunks_per_thread = k_default_range_chunks);
