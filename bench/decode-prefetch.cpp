@@ -4,9 +4,9 @@
 //   bench-decode-prefetch [options] layers N_LAYERS            N_LAYERS copies of TinyLlama's decode matrices
 //   bench-decode-prefetch [options] model MODEL.gguf...        decode tok/s of model files
 // options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
-//          --pairs 0,1048576 (cpu::set_decode_group_pairs: Q8_0 / Q4_K / Q5_K / Q6_K x8 decode over two group
-//          streams at least that many bytes apart, 0 = off, default the library's; the variants are every
-//          prefetch x pairs combination)
+//          --streams 1,2,4 (cpu::set_decode_streams: the x8 / x32 decode over that many group streams per thread,
+//          0 = each format's default, the default) --distance 32768,1048576 (their least distance in bytes, default
+//          the library's); the variants are every prefetch x streams x distance combination
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
 // and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
@@ -59,9 +59,13 @@ dtype parse_type(const std::string& s) {
 
 struct options {
     std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
-    std::vector<int64_t> pairs = {cpu::k_default_decode_group_pairs};
-    // Every (prefetch, pairs) combination, prefetch-major (filled by bench_main).
-    std::vector<std::pair<int64_t, int64_t>> variants;
+    std::vector<int64_t> streams = {0};
+    std::vector<int64_t> distance = {cpu::k_default_decode_stream_distance};
+    struct variant {
+        int64_t prefetch, streams, distance;
+    };
+    // Every (prefetch, streams, distance) combination, prefetch-major (filled by bench_main).
+    std::vector<variant> variants;
     std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
     bool repack = false;
     int threads = 1, rounds = 5, tg = 32;
@@ -77,13 +81,14 @@ double median(std::vector<double> v) {
 }
 
 void set_variant(const options& o, size_t c) {
-    cpu::set_decode_prefetch(o.variants[c].first);
-    cpu::set_decode_group_pairs(o.variants[c].second);
+    cpu::set_decode_prefetch(o.variants[c].prefetch);
+    cpu::set_decode_streams(int(o.variants[c].streams), o.variants[c].distance);
 }
 
 std::string variant_name(const options& o, size_t c) {
-    std::string s = "prefetch " + std::to_string(o.variants[c].first);
-    if (o.pairs.size() > 1 || o.pairs[0] != 0) s += " pairs " + std::to_string(o.variants[c].second);
+    std::string s = "prefetch " + std::to_string(o.variants[c].prefetch);
+    if (o.streams.size() > 1 || o.streams[0] != 0) s += " streams " + std::to_string(o.variants[c].streams);
+    if (o.distance.size() > 1) s += " distance " + std::to_string(o.variants[c].distance);
     return s;
 }
 
@@ -285,9 +290,12 @@ static int bench_main(int argc, char** argv) {
         if (a == "--prefetch" && has) {
             o.prefetch.clear();
             for (const auto& s : split(argv[++i])) o.prefetch.push_back(std::atoll(s.c_str()));
-        } else if (a == "--pairs" && has) {
-            o.pairs.clear();
-            for (const auto& s : split(argv[++i])) o.pairs.push_back(std::atoll(s.c_str()));
+        } else if (a == "--streams" && has) {
+            o.streams.clear();
+            for (const auto& s : split(argv[++i])) o.streams.push_back(std::atoll(s.c_str()));
+        } else if (a == "--distance" && has) {
+            o.distance.clear();
+            for (const auto& s : split(argv[++i])) o.distance.push_back(std::atoll(s.c_str()));
         } else if (a == "--formats" && has) {
             o.formats = split(argv[++i]);
         } else if (a == "--repack" && has) {
@@ -303,20 +311,22 @@ static int bench_main(int argc, char** argv) {
         }
     }
     if (o.prefetch.empty()) o.prefetch = {0};
-    if (o.pairs.empty()) o.pairs = {cpu::k_default_decode_group_pairs};
+    if (o.streams.empty()) o.streams = {0};
+    if (o.distance.empty()) o.distance = {cpu::k_default_decode_stream_distance};
     for (int64_t pf : o.prefetch)
-        for (int64_t pr : o.pairs) o.variants.push_back({pf, pr});
+        for (int64_t n : o.streams)
+            for (int64_t d : o.distance) o.variants.push_back({pf, n, d});
     if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&
         std::atoll(rest[1].c_str()) % 256 == 0)
         return matrix_mode(o, std::atoll(rest[1].c_str()), std::atoll(rest[2].c_str()));
     if (rest.size() == 2 && rest[0] == "layers" && std::atoi(rest[1].c_str()) > 0)
         return layers_mode(o, std::atoi(rest[1].c_str()));
     if (rest.size() >= 2 && rest[0] == "model") return model_mode(o, {rest.begin() + 1, rest.end()});
-    std::fprintf(
-        stderr,
-        "usage: bench-decode-prefetch [--prefetch 0,32768] [--pairs 0,1048576] [--formats f16,q8_0,...] [--repack 0|1] "
-        "[--threads N] [--rounds R] [--tg N]\n"
-        "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
+    std::fprintf(stderr,
+                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--streams 1,2,4] [--distance 32768] [--formats "
+                 "f16,q8_0,...] [--repack 0|1] "
+                 "[--threads N] [--rounds R] [--tg N]\n"
+                 "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");
     return 2;
 }
 

@@ -226,11 +226,11 @@ TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {
     }
 }
 
-// Decode over two group streams (set_decode_group_pairs: the Q8_0, Q4_K, Q5_K, Q6_K x8 and the float x32 layouts; the
+// Decode over several group streams (set_decode_streams: the x8 layouts take 2 or 4, the float x32 layouts 2; the
 // others ignore it) must give the results of one group at a time bit for bit: odd and even group counts (37 rows: 5
-// groups, 200: 25, 256: 32), odd block counts (1120: 35 blocks), 1 and 2 threads (each thread pairs inside its own
-// chunks), several distances.
-TEST_P(cpu_matmul, decode_group_pairs_do_not_change_results) {
+// groups, 200: 25, 256: 32; with 4 streams 1 or 0 groups left over), odd block counts (1120: 35 blocks), 1 and 2
+// threads (each thread walks its streams inside its own chunks), several distances (1 MiB: fewer streams or one).
+TEST_P(cpu_matmul, decode_streams_do_not_change_results) {
     const auto& [path, fc] = GetParam();
     if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
     isa_guard guard(path);
@@ -242,21 +242,28 @@ TEST_P(cpu_matmul, decode_group_pairs_do_not_change_results) {
         const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
         const std::vector<float> x = uniform(size_t(n_in), 42);
         const auto pw = prepare_weight(view, {.repack = true});
-        set_decode_group_pairs(0);
+        set_decode_streams(1);
         std::vector<float> want(static_cast<size_t>(n_out));
         matmul(*pw, x.data(), 1, want.data(), pool1);
-        for (int64_t distance : {int64_t(1), int64_t(4096), int64_t(1) << 20}) {
-            set_decode_group_pairs(distance);
-            for (thread_pool* pool : {&pool1, &pool2}) {
-                std::vector<float> got(want.size(), NAN);
-                matmul(*pw, x.data(), 1, got.data(), *pool);
-                for (size_t o = 0; o < want.size(); o++)
-                    ASSERT_EQ(want[o], got[o]) << dtype_name(fc.type) << " via " << isa_name(path) << " n_out " << n_out
-                                               << " pairs " << distance << " threads " << pool->size() << " row " << o;
+        for (int streams : {2, 4})
+            for (int64_t distance : {int64_t(1), int64_t(4096), int64_t(1) << 20}) {
+                set_decode_streams(streams, distance);
+                for (thread_pool* pool : {&pool1, &pool2}) {
+                    std::vector<float> got(want.size(), NAN);
+                    matmul(*pw, x.data(), 1, got.data(), *pool);
+                    for (size_t o = 0; o < want.size(); o++)
+                        ASSERT_EQ(want[o], got[o])
+                            << dtype_name(fc.type) << " via " << isa_name(path) << " n_out " << n_out << " streams "
+                            << streams << " distance " << distance << " threads " << pool->size() << " row " << o;
+                }
             }
-        }
-        set_decode_group_pairs(k_default_decode_group_pairs);
+        set_decode_streams(0);
     }
+}
+
+TEST(cpu_matmul_settings, decode_streams_rejects_other_counts) {
+    for (int count : {-1, 3, 5, 8}) EXPECT_THROW(set_decode_streams(count), error) << count;
+    set_decode_streams(0);
 }
 
 // Activations at any address: f32 activations that are not 32-byte aligned are copied to an aligned buffer

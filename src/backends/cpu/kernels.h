@@ -29,7 +29,7 @@ struct act_view {
     const int16_t* bsums = nullptr;
     int64_t n_in = 0;
     // The call runs on one thread: the x8 K-format decode kernels then prefetch every group, not only the long
-    // rows' (docs/cpu.md, session 8: +3-8 % at one thread, 5-10 % slower at two).
+    // rows' (docs/cpu-log-s7-s11.md, session 8: +3-8 % at one thread, 5-10 % slower at two).
     bool one_thread = false;
 };
 
@@ -67,9 +67,13 @@ const repack_kernel_set* avx2_repack_kernels();
 // How far ahead (bytes) the decode kernels that use software prefetch ask for their weight stream, 0 = off
 // (set_decode_prefetch in matmul.h). Defined in matmul.cpp, so no ISA translation unit compiles <atomic>.
 int64_t decode_prefetch_bytes();
-// The least distance in bytes of the two group streams of the paired x8 / x32 decode, 0 = off
-// (set_decode_group_pairs in matmul.h).
-int64_t decode_group_pairs();
+// How many group streams per thread the x8 / x32 decode of format t walks (1, 2 or 4; the x32 layouts take at most
+// 2) and the least distance in bytes between two of them, 0 = one stream (set_decode_streams in matmul.h).
+struct decode_stream_setting {
+    int count;
+    int64_t min_distance;
+};
+decode_stream_setting decode_streams(dtype t);
 
 // Matrix-matrix (prefill) paths, used for n_tok >= k_gemm_min_tokens on plain (not repacked) weights; same
 // gemm_fn contract and the same per-token results, bit for bit, as the kernel_set path (see

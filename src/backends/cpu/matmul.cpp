@@ -172,7 +172,8 @@ thread_local act_scratch t_scratch;
 
 std::atomic<bool> g_prefill_gemm{true};
 std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
-std::atomic<int64_t> g_decode_group_pairs{k_default_decode_group_pairs};
+std::atomic<int> g_decode_streams{0};  // 0: default_decode_streams
+std::atomic<int64_t> g_decode_stream_distance{k_default_decode_stream_distance};
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
@@ -193,8 +194,9 @@ int64_t decode_prefetch_bytes() {
     return g_decode_prefetch.load(std::memory_order_relaxed);
 }
 
-int64_t decode_group_pairs() {
-    return g_decode_group_pairs.load(std::memory_order_relaxed);
+decode_stream_setting decode_streams(dtype t) {
+    const int n = g_decode_streams.load(std::memory_order_relaxed);
+    return {n > 0 ? n : default_decode_streams(t), g_decode_stream_distance.load(std::memory_order_relaxed)};
 }
 
 uint8_t* gemm_scratch(size_t bytes) {
@@ -435,8 +437,25 @@ void set_decode_prefetch(int64_t bytes) {
     g_decode_prefetch.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
 }
 
-void set_decode_group_pairs(int64_t min_distance) {
-    g_decode_group_pairs.store(min_distance > 0 ? min_distance : 0, std::memory_order_relaxed);
+void set_decode_streams(int count, int64_t min_distance) {
+    if (count < 0 || count > 4 || count == 3)
+        fail("cpu", "decode streams must be 0 (per-format default), 1, 2 or 4, not {}", count);
+    g_decode_streams.store(count, std::memory_order_relaxed);
+    g_decode_stream_distance.store(min_distance > 0 ? min_distance : 0, std::memory_order_relaxed);
+}
+
+int default_decode_streams(dtype t) {
+    // Four for the x8 layouts (session 13, AVX2 VM whose one core read 17-20 GB/s with one stream; in-process A/B
+    // of 2 against 4 streams, medians: 1 thread +4-25 % tok/s on Q8_0 / Q4_K / Q6_K, Q5_K within the spread; 2
+    // threads -2 to +12 %; docs/cpu.md). Q4_0 follows Q8_0 (not measured). The float x32 layouts take two.
+    switch (t) {
+        case dtype::q8_0:
+        case dtype::q4_0:
+        case dtype::q4_k:
+        case dtype::q5_k:
+        case dtype::q6_k: return 4;
+        default: return 2;
+    }
 }
 
 void set_prefill_gemm(bool on) {

@@ -46,7 +46,7 @@ struct prepare_options {
 // prepared (a model prepares them in decode order). Why: a decode step then reads its weights as one sequential
 // stream on 2 MiB pages. Separate buffers per matrix (the earlier layout) read 11-12 % slower at one thread on
 // this VM even with every buffer on 2 MiB pages, and the 0.5 MB k and v matrices (under 2 MiB: small pages) at
-// 0.55-0.6x the rate of the large ones (docs/cpu.md, session 8). Untouched bytes cost no memory: the mapping
+// 0.55-0.6x the rate of the large ones (docs/cpu-log-s7-s11.md, session 8). Untouched bytes cost no memory: the mapping
 // is reserved (MAP_NORESERVE) and each page is first written by the packer. Not thread-safe (take() is called
 // by the loading thread; the packing itself runs over the pool as before).
 class packed_arena {
@@ -107,15 +107,20 @@ void set_prefill_gemm(bool on);
 inline constexpr int64_t k_default_decode_prefetch = 32 * 1024;
 void set_decode_prefetch(int64_t bytes);
 
-// Decode of the x8 layouts (Q8_0, Q4_K, Q5_K, Q6_K) and the float x32 layouts over two streams: a call's groups
-// [g0, g1) are walked as pairs (g, g + half), each activation broadcast feeding both groups, when the two streams
-// are at least `min_distance` bytes apart (0: off). On by default since session 12: on a VM whose DRAM latency held
-// one core to ~14 GB/s, two streams decoded 22-44 % more tokens per second at one thread and 22-39 % at two (the
-// hardware prefetcher keeps more lines in flight; at two threads each thread pairs inside its chunks, so the
-// distance must be small enough for a chunk: 1 MiB gave two threads 0-13 %, 32 KiB 22-39 %); on session 9's VM it
-// was neutral at one thread (docs/cpu.md). Results are the same bit for bit either way.
-inline constexpr int64_t k_default_decode_group_pairs = 32 * 1024;
-void set_decode_group_pairs(int64_t min_distance);
+// Decode of the x8 layouts (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and the float x32 layouts over several streams per
+// thread: a call's groups [g0, g1) are cut into `count` equal runs walked side by side (groups g, g + part, ...),
+// each activation broadcast feeding all of them, when the runs are at least `min_distance` bytes apart (else
+// fewer streams; count 1 or min_distance 0: one). count 4 applies to the x8 layouts; the x32 layouts take at most
+// 2 (their two streams already hold 8 of AVX2's 16 vector registers in accumulators). count 0: the default of
+// each format (default_decode_streams: 4 for the x8 layouts since session 13, 2 for x32). Why several: on a VM
+// whose DRAM latency held one core to ~14 GB/s, two streams decoded 22-44 % more tokens per second than one at
+// one thread and 22-39 % at two (the hardware prefetcher keeps more lines in flight; at two threads each thread
+// walks inside its chunks, so the distance must be small enough for a chunk: 1 MiB gave two threads 0-13 %, 32 KiB
+// 22-39 %; session 12); on session 9's VM it was neutral at one thread (docs/cpu-log-s7-s11.md). Results are the
+// same bit for bit for every setting.
+inline constexpr int64_t k_default_decode_stream_distance = 32 * 1024;
+void set_decode_streams(int count, int64_t min_distance = k_default_decode_stream_distance);
+int default_decode_streams(dtype t);
 
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".
 std::string matmul_path(dtype t);

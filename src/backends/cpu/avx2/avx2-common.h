@@ -45,6 +45,7 @@ struct f32_loader {
         return f;
     }
     static constexpr int bytes = 4;
+    static constexpr dtype type = dtype::f32;
 };
 
 struct f16_loader {
@@ -53,6 +54,7 @@ struct f16_loader {
     }
     static float one(const uint8_t* p) { return load_f16(p); }
     static constexpr int bytes = 2;
+    static constexpr dtype type = dtype::f16;
 };
 
 // bf16 is the top half of an f32: widen to 32 bits and shift into place.
@@ -70,6 +72,7 @@ struct bf16_loader {
         return f;
     }
     static constexpr int bytes = 2;
+    static constexpr dtype type = dtype::bf16;
 };
 
 // Kernel entry points, one per weight format (y layout as kernels.h's gemm_fn).

@@ -58,7 +58,7 @@ void store_group(const __m256* acc, int stride, float* y, int64_t o0, int64_t n_
     for (int64_t r = 0; o0 + r < n_out; r++) y[o0 + r] = lanes[r];
 }
 
-// Decode of two groups at once (two sequential streams, set_decode_group_pairs): each row's chain is the one of
+// Decode of two groups at once (two sequential streams, set_decode_streams): each row's chain is the one of
 // chains<L, 1>, so the results are the same bit for bit; the element broadcast feeds both groups.
 template <class L>
 inline void chains_two(const uint8_t* gp0, const uint8_t* gp1, const float* x, int64_t n, __m256* acc0, __m256* acc1) {
@@ -80,16 +80,17 @@ inline void chains_two(const uint8_t* gp0, const uint8_t* gp1, const float* x, i
 }
 
 // Decode: token t over groups [g0, g1), one sequential stream, or two (groups g and g + half) when
-// set_decode_group_pairs allows it (as the x8 decode). No software prefetch: the hardware prefetcher follows the
-// stream, and prefetcht1 at 2-128 KiB ahead measured 15-35 % slower (bench-decode-prefetch layers, docs/cpu.md
-// session 7), so set_decode_prefetch does not apply to this layout.
+// set_decode_streams allows it (as the x8 decode; more than two count as two here). No software prefetch: the hardware
+// prefetcher follows the stream, and prefetcht1 at 2-128 KiB ahead measured 15-35 % slower (bench-decode-prefetch
+// layers, docs/cpu-log-s7-s11.md session 7), so set_decode_prefetch does not apply to this layout.
 template <class L>
 void gemv_x32(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
               int64_t g0, int64_t g1) {
     const float* x[1] = {a.f32 + t * a.n_in};
     __m256 acc[V];
-    const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
-    if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
+    const detail::decode_stream_setting st = detail::decode_streams(L::type);
+    const int64_t half = (g1 - g0) / 2;
+    if (st.count >= 2 && st.min_distance > 0 && half > 0 && size_t(half) * group_bytes >= size_t(st.min_distance)) {
         __m256 acc1[V];
         for (int64_t g = g0; g < g0 + half; g++) {
             const uint8_t* gp = packed + size_t(g) * group_bytes;

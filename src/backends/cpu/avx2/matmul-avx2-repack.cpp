@@ -86,10 +86,13 @@ __m256i q45_k_min_sum(const uint8_t* b, const int16_t* bsums) {
 // only hold 4 level vectors (4 * 2 * 31 * 127 = 31496), so each sub-block takes two madds with its scales.
 // NT tokens per pass (tok[0..NT)): the weight vectors are loaded and unpacked once for all of them; each
 // token's integer sums are exact and its float operations are those of NT = 1, so its result does not
-// depend on NT (the batch-invariance rule of gemm-avx2.h).
-template <bool high_bit, int NT>
-void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
-              int64_t pf) {
+// depend on NT (the batch-invariance rule of gemm-avx2.h). G groups per pass (decode, one token: G streams per
+// thread, set_decode_streams; each activation broadcast feeds the G groups, and every row's operations are those
+// of G = 1, so the results are the same bit for bit). gp, o0, pf (prefetch distance, 0: none): per group.
+template <bool high_bit, int NT, int G>
+void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+              int64_t n_out, const int64_t* pf) {
+    static_assert(NT == 1 || G == 1, "several groups only for one token");
     // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's quants from 160 + stride * s.
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
@@ -102,92 +105,55 @@ void q45_k_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* c
         bs[j] = a.bsums + tok[j] * (a.n_in / 16);
     }
     const auto [sc_even, sc_odd] = q45k_masks();
-    __m256 acc[NT];
-    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    __m256 acc[G][NT];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t* b = gp + ib * bytes;
-        __m256i isum[NT];
-        for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            if (NT == 1 && pf > 0) prefetch_l2<bytes / 8>(b + s * (bytes / 8) + pf);
-            const __m256i sc = _mm256_shuffle_epi8(bcast_16(b + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
-            __m256i s16[NT];
-            for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                const __m256i lv = sub_block_level<high_bit>(b + 160 + stride * s, g);
-                for (int j = 0; j < NT; j++)
-                    s16[j] = _mm256_add_epi16(s16[j],
-                                              _mm256_maddubs_epi16(lv, bcast_quad(q[j] + ib * 256 + 32 * s + 4 * g)));
-                if (high_bit && g == 3) {
-                    for (int j = 0; j < NT; j++) {
-                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
-                        s16[j] = _mm256_setzero_si256();
-                    }
-                }
-            }
-            for (int j = 0; j < NT; j++) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16[j], sc));
+        const uint8_t* b[G];
+        __m256i isum[G][NT];
+        for (int g = 0; g < G; g++) {
+            b[g] = gp[g] + ib * bytes;
+            for (int j = 0; j < NT; j++) isum[g][j] = _mm256_setzero_si256();
         }
-        const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
-        for (int j = 0; j < NT; j++) {
-            const __m256i msum = q45_k_min_sum(b, bs[j] + ib * 16);
-            const __m256 da = _mm256_set1_ps(d[j][ib]);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, da), acc[j]);
-            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
-        }
-    }
-    for (int j = 0; j < NT; j++) store_rows(acc[j], y[j], o0, n_out);
-}
-
-// Q4_K / Q5_K decode of two groups at once (as q8_0_x8_two: each activation broadcast feeds both groups; every
-// row's operations are those of q45_k_x8<high_bit, 1>, so the results are the same bit for bit). pf0, pf1: the
-// prefetch distance of each group's stream (0: none).
-template <bool high_bit>
-void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int64_t t, float* y, int64_t o0,
-                  int64_t o1, int64_t n_out, int64_t pf0, int64_t pf1) {
-    constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
-    const int64_t nb = a.n_in / 256;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    const int16_t* bs = a.bsums + t * (a.n_in / 16);
-    const auto [sc_even, sc_odd] = q45k_masks();
-    const uint8_t* gp[2] = {g0p, g1p};
-    const int64_t pf[2] = {pf0, pf1};
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t* b[2] = {gp[0] + ib * bytes, gp[1] + ib * bytes};
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int s = 0; s < 8; s++) {
-            __m256i sc[2], s16[2];
-            for (int g = 0; g < 2; g++) {
-                if (pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + s * (bytes / 8) + pf[g]);
+            __m256i sc[G], s16[G][NT];
+            for (int g = 0; g < G; g++) {
+                if (NT == 1 && pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + s * (bytes / 8) + pf[g]);
                 sc[g] = _mm256_shuffle_epi8(bcast_16(b[g] + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
-                s16[g] = _mm256_setzero_si256();
+                for (int j = 0; j < NT; j++) s16[g][j] = _mm256_setzero_si256();
             }
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++) {
-                const __m256i x = bcast_quad(q + ib * 256 + 32 * s + 4 * l);
-                for (int g = 0; g < 2; g++) {
-                    s16[g] = _mm256_add_epi16(
-                        s16[g], _mm256_maddubs_epi16(sub_block_level<high_bit>(b[g] + 160 + stride * s, l), x));
+                __m256i x[NT];
+                for (int j = 0; j < NT; j++) x[j] = bcast_quad(q[j] + ib * 256 + 32 * s + 4 * l);
+                for (int g = 0; g < G; g++) {
+                    const __m256i lv = sub_block_level<high_bit>(b[g] + 160 + stride * s, l);
+                    for (int j = 0; j < NT; j++)
+                        s16[g][j] = _mm256_add_epi16(s16[g][j], _mm256_maddubs_epi16(lv, x[j]));
                     if (high_bit && l == 3) {
-                        isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
-                        s16[g] = _mm256_setzero_si256();
+                        for (int j = 0; j < NT; j++) {
+                            isum[g][j] = _mm256_add_epi32(isum[g][j], _mm256_madd_epi16(s16[g][j], sc[g]));
+                            s16[g][j] = _mm256_setzero_si256();
+                        }
                     }
                 }
             }
-            for (int g = 0; g < 2; g++) isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16[g], sc[g]));
+            for (int g = 0; g < G; g++)
+                for (int j = 0; j < NT; j++)
+                    isum[g][j] = _mm256_add_epi32(isum[g][j], _mm256_madd_epi16(s16[g][j], sc[g]));
         }
-        const __m256 da = _mm256_set1_ps(d[ib]);
-        for (int g = 0; g < 2; g++) {
+        for (int g = 0; g < G; g++) {
             const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
-            const __m256i msum = q45_k_min_sum(b[g], bs + ib * 16);
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(dw, da), acc[g]);
-            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[g]);
+            for (int j = 0; j < NT; j++) {
+                const __m256i msum = q45_k_min_sum(b[g], bs[j] + ib * 16);
+                const __m256 da = _mm256_set1_ps(d[j][ib]);
+                acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g][j]), _mm256_mul_ps(dw, da), acc[g][j]);
+                acc[g][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[g][j]);
+            }
         }
     }
-    store_rows(acc[0], y, o0, n_out);
-    store_rows(acc[1], y, o1, n_out);
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(acc[g][j], y[j], o0[g], n_out);
 }
 
 // Q6_K (1696-byte super-blocks): levels 0..63, so two vectors per int16 sum (2 * 2 * 63 * 127 = 32004) and
@@ -195,9 +161,7 @@ void q45_k_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int
 // taken out once per super-block with the activation sums: 32 * sum_s scale[r][s] * bsum[s]. Each sub-block's
 // 16 elements come as three vectors whose bytes hold one level each in bits 0-5 and, in bits 6-7, two bits of
 // the fourth level (repack.h): 11 vector operations unpack its 4 level vectors (17 with the nibble + high-bit
-// split of session 6's layout). NT tokens per pass as q45_k_x8; G groups per pass (decode: G = 2 walks two
-// streams, as q45_k_x8_two; every row's operations are those of G = 1, so the results are the same bit for bit).
-// gp, o0, pf: per group.
+// split of session 6's layout). NT tokens and G groups per pass as q45_k_x8.
 template <int NT, int G>
 void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
              int64_t n_out, const int64_t* pf) {
@@ -283,10 +247,14 @@ constexpr int64_t k_q8_0_pair_bytes = 544;
 
 // Q8_0: maddubs of |w| and q carrying w's sign, one madd per vector (the int16 pair sums of 8-bit levels
 // can reach 2 * 127 * 127, so they cannot be added before widening). Two accumulators per token (even and
-// odd blocks) so consecutive FMAs do not wait on each other. NT tokens per pass as q45_k_x8.
-template <int NT>
-void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
-             int64_t pf) {
+// odd blocks) so consecutive FMAs do not wait on each other. NT tokens and G groups per pass as q45_k_x8. Why G > 1
+// for Q8_0: the broadcasts are the one load its loop has besides the weights (session 8), and a standalone copy
+// on TinyLlama-shaped groups streamed 3-8 % more bytes per CPU-second from DRAM with two groups >= 1 MiB apart,
+// but 45 % less with adjacent groups (17 KiB apart) and about the same at 280 KiB (session 9).
+template <int NT, int G>
+void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+             int64_t n_out, const int64_t* pf) {
+    static_assert(NT == 1 || G == 1, "several groups only for one token");
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
     const float* d[NT];
@@ -295,70 +263,47 @@ void q8_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
         d[j] = a.d + tok[j] * nb;
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[NT][2];
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t* pair = gp + (ib / 2) * k_q8_0_pair_bytes;
-        const uint8_t* b = pair + 32 + (ib % 2) * 256;
-        if (NT == 1 && pf > 0) prefetch_l2<k_q8_0_pair_bytes / 2>(pair + (ib % 2) * (k_q8_0_pair_bytes / 2) + pf);
-        __m256i sum[NT];
-        for (int j = 0; j < NT; j++) sum[j] = _mm256_setzero_si256();
-        for (int v = 0; v < 8; v++) {
-            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
-            const __m256i aw = _mm256_abs_epi8(w);
-            for (int j = 0; j < NT; j++) {
-                const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast_quad(q[j] + ib * 32 + 4 * v), w));
-                sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, ones));
-            }
-        }
-        const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
-        for (int j = 0; j < NT; j++)
-            acc[j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])),
-                                             acc[j][ib % 2]);
-    }
-    for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
-}
-
-// Q8_0 decode of two groups at once (g0p, g1p: any two groups of one matrix), each activation broadcast feeding
-// both; every row's operations are those of q8_0_x8<1>, so the results are the same bit for bit. Why: the
-// broadcasts are the one load the Q8_0 loop has besides the weights (session 8), and a standalone copy on
-// TinyLlama-shaped groups streamed 3-8 % more bytes per CPU-second from DRAM with the two groups >= 1 MiB apart,
-// but 45 % less with adjacent groups (17 KiB apart) and about the same at 280 KiB (session 9).
-void q8_0_x8_two(const uint8_t* g0p, const uint8_t* g1p, const act_view& a, int64_t t, float* y, int64_t o0, int64_t o1,
-                 int64_t n_out) {
-    const int64_t nb = a.n_in / 32;
-    const int8_t* q = a.qs + t * a.n_in;
-    const float* d = a.d + t * nb;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc1[2] = {acc0[0], acc0[0]};
+    __m256 acc[G][NT][2];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j][0] = acc[g][j][1] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const int64_t pair = (ib / 2) * k_q8_0_pair_bytes, off = pair + 32 + (ib % 2) * 256;
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
-        for (int v = 0; v < 8; v++) {
-            const __m256i x = bcast_quad(q + ib * 32 + 4 * v);
-            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g0p + off + 32 * v));
-            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g1p + off + 32 * v));
-            s0 = _mm256_add_epi32(
-                s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w0), _mm256_sign_epi8(x, w0)), ones));
-            s1 = _mm256_add_epi32(
-                s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w1), _mm256_sign_epi8(x, w1)), ones));
+        __m256i sum[G][NT];
+        for (int g = 0; g < G; g++) {
+            if (NT == 1 && pf[g] > 0)
+                prefetch_l2<k_q8_0_pair_bytes / 2>(gp[g] + pair + (ib % 2) * (k_q8_0_pair_bytes / 2) + pf[g]);
+            for (int j = 0; j < NT; j++) sum[g][j] = _mm256_setzero_si256();
         }
-        const __m256 da = _mm256_set1_ps(d[ib]);
-        acc0[ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0),
-                                       _mm256_mul_ps(load_8_f16(g0p + pair + (ib % 2) * 16), da), acc0[ib % 2]);
-        acc1[ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1),
-                                       _mm256_mul_ps(load_8_f16(g1p + pair + (ib % 2) * 16), da), acc1[ib % 2]);
+        for (int v = 0; v < 8; v++) {
+            __m256i x[NT];
+            for (int j = 0; j < NT; j++) x[j] = bcast_quad(q[j] + ib * 32 + 4 * v);
+            for (int g = 0; g < G; g++) {
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(gp[g] + off + 32 * v));
+                const __m256i aw = _mm256_abs_epi8(w);
+                for (int j = 0; j < NT; j++) {
+                    const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[j], w));
+                    sum[g][j] = _mm256_add_epi32(sum[g][j], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(gp[g] + pair + (ib % 2) * 16);
+            for (int j = 0; j < NT; j++)
+                acc[g][j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[g][j]),
+                                                    _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j][ib % 2]);
+        }
     }
-    store_rows(_mm256_add_ps(acc0[0], acc0[1]), y, o0, n_out);
-    store_rows(_mm256_add_ps(acc1[0], acc1[1]), y, o1, n_out);
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
 }
 
 // Q4_0 (pairs of blocks, 288 bytes): the unsigned levels (stored + 8) meet the activations in maddubs, the 8
 // vectors of a block summed in int16 (8 * 2 * 15 * 127 = 30480); the + 8 is taken out with the block's
-// activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens per pass as q45_k_x8.
-template <int NT>
-void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n_out,
-             int64_t pf) {
+// activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens and G groups per pass as q45_k_x8.
+template <int NT, int G>
+void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+             int64_t n_out, const int64_t* pf) {
+    static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t pair_bytes = 288;
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
@@ -370,56 +315,86 @@ void q4_0_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* co
         bs[j] = a.bsums + tok[j] * (a.n_in / 16);
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[NT][2];
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    __m256 acc[G][NT][2];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j][0] = acc[g][j][1] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t* pair = gp + (ib / 2) * pair_bytes;
-        const uint8_t* b = pair + 32 + (ib % 2) * 128;
-        if (NT == 1 && pf > 0) prefetch_l2<pair_bytes / 2>(pair + (ib % 2) * (pair_bytes / 2) + pf);
-        __m256i s16[NT];
-        for (int j = 0; j < NT; j++) s16[j] = _mm256_setzero_si256();
+        const int64_t pair = (ib / 2) * pair_bytes, off = pair + 32 + (ib % 2) * 128;
+        __m256i s16[G][NT];
+        for (int g = 0; g < G; g++) {
+            if (NT == 1 && pf[g] > 0) prefetch_l2<pair_bytes / 2>(gp[g] + pair + (ib % 2) * (pair_bytes / 2) + pf[g]);
+            for (int j = 0; j < NT; j++) s16[g][j] = _mm256_setzero_si256();
+        }
         for (int v = 0; v < 4; v++) {
-            const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32 * v));
-            const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            __m256i xl[NT], xh[NT];
             for (int j = 0; j < NT; j++) {
-                const int8_t* qb = q[j] + ib * 32 + 8 * v;
-                s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(lo, bcast_quad(qb)));
-                s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(hi, bcast_quad(qb + 4)));
+                xl[j] = bcast_quad(q[j] + ib * 32 + 8 * v);
+                xh[j] = bcast_quad(q[j] + ib * 32 + 8 * v + 4);
+            }
+            for (int g = 0; g < G; g++) {
+                const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(gp[g] + off + 32 * v));
+                const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                for (int j = 0; j < NT; j++) {
+                    s16[g][j] = _mm256_add_epi16(s16[g][j], _mm256_maddubs_epi16(lo, xl[j]));
+                    s16[g][j] = _mm256_add_epi16(s16[g][j], _mm256_maddubs_epi16(hi, xh[j]));
+                }
             }
         }
-        const __m256 dw = load_8_f16(pair + (ib % 2) * 16);
-        for (int j = 0; j < NT; j++) {
-            const __m256i net = _mm256_sub_epi32(_mm256_madd_epi16(s16[j], ones),
-                                                 _mm256_set1_epi32(8 * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1])));
-            acc[j][ib % 2] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[j][ib % 2]);
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(gp[g] + pair + (ib % 2) * 16);
+            for (int j = 0; j < NT; j++) {
+                const __m256i net =
+                    _mm256_sub_epi32(_mm256_madd_epi16(s16[g][j], ones),
+                                     _mm256_set1_epi32(8 * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1])));
+                acc[g][j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net),
+                                                    _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j][ib % 2]);
+            }
         }
     }
-    for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[j][0], acc[j][1]), y[j], o0, n_out);
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
 }
 
 constexpr size_t k_prefetch_min_group = 20 * 1024;
 
-// The kernel of format T for NT tokens per pass (NT <= k_x8_max_tokens held in registers).
+// The kernel of format T for NT tokens (NT <= k_x8_max_tokens held in registers) and G groups per pass.
 constexpr int k_x8_max_tokens = 4;
-template <dtype T, int NT>
-void run_x8(const uint8_t* gp, const act_view& a, const int64_t* tok, float* const* y, int64_t o0, int64_t n,
-            int64_t pf) {
+template <dtype T, int NT, int G>
+void run_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+            int64_t n, const int64_t* pf) {
     if constexpr (T == dtype::q4_k)
-        q45_k_x8<false, NT>(gp, a, tok, y, o0, n, pf);
+        q45_k_x8<false, NT, G>(gp, a, tok, y, o0, n, pf);
     else if constexpr (T == dtype::q5_k)
-        q45_k_x8<true, NT>(gp, a, tok, y, o0, n, pf);
+        q45_k_x8<true, NT, G>(gp, a, tok, y, o0, n, pf);
     else if constexpr (T == dtype::q6_k)
-        q6_k_x8<NT, 1>(&gp, a, tok, y, &o0, n, &pf);
+        q6_k_x8<NT, G>(gp, a, tok, y, o0, n, pf);
     else if constexpr (T == dtype::q8_0)
-        q8_0_x8<NT>(gp, a, tok, y, o0, n, pf);
+        q8_0_x8<NT, G>(gp, a, tok, y, o0, n, pf);
     else
-        q4_0_x8<NT>(gp, a, tok, y, o0, n, pf);
+        q4_0_x8<NT, G>(gp, a, tok, y, o0, n, pf);
 }
 // Whether decode prefetches: on for the K formats; off for Q8_0, whose decode measured 2-10 % slower with it at
 // every distance (sessions 4 and 8), and for Q4_0, not measured.
 constexpr bool x8_prefetches(dtype t) {
     return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+}
+
+// Decode of token t over G runs of `part` groups from g0 side by side: groups g0 + i * part + k, i < G, in pass k.
+// pf: the prefetch distance, dropped for a group whose prefetch would pass `end`.
+template <dtype T, int G>
+void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* yt, int64_t n_out,
+             int64_t g0, int64_t part, int64_t pf, const uint8_t* end) {
+    float* y[1] = {yt};
+    for (int64_t g = g0; g < g0 + part; g++) {
+        const uint8_t* gp[G];
+        int64_t o[G], p[G];
+        for (int i = 0; i < G; i++) {
+            gp[i] = packed + size_t(g + i * part) * group_bytes;
+            o[i] = (g + i * part) * 8;
+            p[i] = gp[i] + group_bytes + pf <= end ? pf : 0;
+        }
+        run_x8<T, 1, G>(gp, a, &t, y, o, n_out, p);
+    }
 }
 
 // Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
@@ -428,42 +403,29 @@ constexpr bool x8_prefetches(dtype t) {
 template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
-    float* yt[1] = {y + t * n_out};
-    // Software prefetch where it measured faster (docs/cpu.md): the K formats' groups of long rows (the FFN down
-    // projection), whose activation lines the weight stream evicts from L1 between two groups, and with one thread
+    // Software prefetch where it measured faster (docs/cpu-log-s7-s11.md): the K formats' groups of long rows (the FFN
+    // down projection), whose activation lines the weight stream evicts from L1 between two groups, and with one thread
     // every Q5_K group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads the
     // short rows measured 5-10 % slower with it); stops at this call's last group. None for Q4_K and Q6_K at one
     // thread: with session 11's kernels it cost 5-20 % per CPU-second in the model (in-process A/B).
     const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
     const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
-    if constexpr (T == dtype::q8_0 || T == dtype::q4_k || T == dtype::q5_k || T == dtype::q6_k) {
-        const int64_t half = (g1 - g0) / 2, pairs = detail::decode_group_pairs();
-        if (pairs > 0 && half > 0 && size_t(half) * group_bytes >= size_t(pairs)) {
-            for (int64_t g = g0; g < g0 + half; g++) {
-                const uint8_t *p0 = packed + size_t(g) * group_bytes, *p1 = p0 + size_t(half) * group_bytes;
-                if constexpr (T == dtype::q8_0) {
-                    q8_0_x8_two(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out);
-                    continue;  // Q8_0 decode takes no prefetch (x8_prefetches)
-                }
-                const int64_t pf_two[2] = {p0 + group_bytes + pf <= end ? pf : 0,
-                                           p1 + group_bytes + pf <= end ? pf : 0};
-                if constexpr (T == dtype::q6_k) {
-                    const uint8_t* gp_two[2] = {p0, p1};
-                    const int64_t o_two[2] = {g * 8, (g + half) * 8};
-                    q6_k_x8<1, 2>(gp_two, a, &t, yt, o_two, n_out, pf_two);
-                } else {
-                    q45_k_x8_two<T == dtype::q5_k>(p0, p1, a, t, yt[0], g * 8, (g + half) * 8, n_out, pf_two[0],
-                                                   pf_two[1]);
-                }
-            }
-            g0 += 2 * half;  // an odd count leaves the last group to the loop below
-        }
+    y += t * n_out;
+    // Several streams (set_decode_streams): the most, of 4 and 2, whose runs lie at least the set distance apart;
+    // the groups left over (fewer than the stream count) go one by one.
+    const detail::decode_stream_setting st = detail::decode_streams(T);
+    for (int s = st.count; s >= 2; s /= 2) {
+        const int64_t part = (g1 - g0) / s;
+        if (st.min_distance <= 0 || part == 0 || size_t(part) * group_bytes < size_t(st.min_distance)) continue;
+        if (s >= 4)
+            walk_x8<T, 4>(packed, group_bytes, a, t, y, n_out, g0, part, pf, end);
+        else
+            walk_x8<T, 2>(packed, group_bytes, a, t, y, n_out, g0, part, pf, end);
+        g0 += s * part;
+        break;
     }
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        run_x8<T, 1>(gp, a, &t, yt, g * 8, n_out, gp + group_bytes + pf <= end ? pf : 0);
-    }
+    walk_x8<T, 1>(packed, group_bytes, a, t, y, n_out, g0, g1 - g0, pf, end);
 }
 
 template <dtype T>
@@ -471,8 +433,10 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
              int64_t n_out, int64_t g0, int64_t g1) {
     constexpr int NT = k_x8_max_tokens;
     static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
+    const int64_t no_prefetch = 0;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
+        const int64_t o0 = g * 8;
         int64_t tok[NT];
         float* yt[NT];
         int64_t t = t0;
@@ -483,13 +447,13 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 yt[j] = y + (t + j) * n_out;
             }
             if (n == NT)
-                run_x8<T, NT>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, NT, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
             else if (n == 3)
-                run_x8<T, (3 < NT ? 3 : 1)>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, (3 < NT ? 3 : 1), 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
             else if (n == 2)
-                run_x8<T, 2>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 2, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
             else
-                run_x8<T, 1>(gp, a, tok, yt, g * 8, n_out, 0);
+                run_x8<T, 1, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
         }
     }
 }
