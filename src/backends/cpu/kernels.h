@@ -28,8 +28,8 @@ struct act_view {
     const float* d = nullptr;
     const int16_t* bsums = nullptr;
     int64_t n_in = 0;
-    // The call runs on one thread: the x8 K-format decode kernels then prefetch every group, not only the long
-    // rows' (docs/cpu-log-s7-s11.md, session 8: +3-8 % at one thread, 5-10 % slower at two).
+    // The call runs on one thread: the x8 K-format decode kernels then take no software prefetch (at two threads
+    // and more they prefetch the long rows' groups; avx2/matmul-avx2-repack.cpp says why).
     bool one_thread = false;
 };
 

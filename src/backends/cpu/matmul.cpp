@@ -445,7 +445,7 @@ void set_decode_streams(int count, int64_t min_distance) {
 }
 
 int default_decode_streams(dtype t) {
-    // Four for the x8 layouts (session 13, AVX2 VM whose one core read 17-20 GB/s with one stream; in-process A/B
+    // Four for the x8 layouts (session 14, AVX2 VM whose one core read 17-20 GB/s with one stream; in-process A/B
     // of 2 against 4 streams, medians: 1 thread +4-25 % tok/s on Q8_0 / Q4_K / Q6_K, Q5_K within the spread; 2
     // threads -2 to +12 %; docs/cpu.md). Q4_0 follows Q8_0 (not measured). The float x32 layouts take two.
     switch (t) {

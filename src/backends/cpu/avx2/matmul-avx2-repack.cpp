@@ -403,12 +403,12 @@ void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
 template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
-    // Software prefetch where it measured faster (docs/cpu-log-s7-s11.md): the K formats' groups of long rows (the FFN
-    // down projection), whose activation lines the weight stream evicts from L1 between two groups, and with one thread
-    // every Q5_K group (session 8, weights in the packed arena: +3-8 % decode at one thread; at two threads the
-    // short rows measured 5-10 % slower with it); stops at this call's last group. None for Q4_K and Q6_K at one
-    // thread: with session 11's kernels it cost 5-20 % per CPU-second in the model (in-process A/B).
-    const bool on = a.one_thread ? T == dtype::q5_k : group_bytes >= k_prefetch_min_group;
+    // Software prefetch where it measured faster: the K formats' groups of long rows (the FFN down projection) at
+    // two threads and more, whose activation lines the weight stream evicts from L1 between two groups
+    // (docs/cpu-log-s7-s11.md, session 8). None at one thread: with session 11's kernels it cost Q4_K and Q6_K 5-20 %
+    // per CPU-second in the model (in-process A/B), and with four streams Q5_K (on since session 8: +3-8 % with one
+    // stream) measured equal to 26 % slower with it (session 14, docs/cpu.md).
+    const bool on = !a.one_thread && group_bytes >= k_prefetch_min_group;
     const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
     const uint8_t* end = packed + size_t(g1) * group_bytes;
     y += t * n_out;
