@@ -77,10 +77,7 @@ __attribute__((target("avx2"))) uint64_t sum_runs_avx2(const uint8_t* p, size_t 
 }
 #endif
 
-uint64_t sum_words(const read_variant& v, const uint8_t* p, size_t n);
-
-// [p, p + n) read as v.streams runs side by side; the bytes past the last whole run (fewer than streams x 64) as one
-// more stream.
+// [p, p + n) read as v.streams runs side by side, then the bytes past the last whole run (fewer than streams x 64).
 uint64_t sum_words_streams(const read_variant& v, const uint8_t* p, size_t n) {
     const size_t run = n / size_t(v.streams) / 64 * 64, covered = run * size_t(v.streams);
     uint64_t s = 0;
