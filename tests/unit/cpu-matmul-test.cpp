@@ -193,8 +193,8 @@ TEST_P(cpu_matmul, long_rows_cross_token_blocks) {
     }
 }
 
-// Decode of long rows with software prefetch (the float formats' K-chunked kernel and the x8 K-format groups,
-// prefetch stopping at each thread's last row or group) must give the results of the plain per-row / per-group
+// Decode of long rows with software prefetch (the float formats' K-chunked kernel, prefetch stopping at each
+// thread's last row; the repacked layouts ignore the setting) must give the results of the plain per-row / per-group
 // kernels (set_decode_prefetch(0)) bit for bit, whatever the distance. Float rows of 5645 elements: two K
 // chunks, a tail unit and a scalar tail.
 TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {

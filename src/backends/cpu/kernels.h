@@ -28,9 +28,6 @@ struct act_view {
     const float* d = nullptr;
     const int16_t* bsums = nullptr;
     int64_t n_in = 0;
-    // The call runs on one thread: the x8 K-format decode kernels then take no software prefetch (at two threads
-    // and more they prefetch the long rows' groups; avx2/matmul-avx2-repack.cpp says why).
-    bool one_thread = false;
 };
 
 // y[t * y_stride + o] = dot(row o, token t) for o in [row_begin, row_end), t < n_tok.

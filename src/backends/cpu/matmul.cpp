@@ -399,7 +399,6 @@ void matmul_multi(std::span<const prepared_weight* const> ws, const float* x, in
         return;
     }
     detail::act_view a = quantize_activations(*ks, w0, x, n_tok, pool);
-    a.one_thread = pool.size() == 1;
     part parts[k_max_parts];
     int64_t total = 0;
     for (size_t i = 0; i < ws.size(); i++) {

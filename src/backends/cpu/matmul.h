@@ -100,10 +100,11 @@ void matmul_ref(const weight_view& w, const float* x, int64_t n_tok, float* y, i
 // kernels in one run. Results are the same bit for bit either way.
 void set_prefill_gemm(bool on);
 
-// Software prefetch in the decode (1-token) kernels of the float formats and of the x8 K-quant layouts:
-// each 64-byte line of the weight stream is requested into L2 (prefetcht1) `bytes` ahead of its use, within
-// the rows of the calling thread (docs/cpu-log-s3-s6.md, "Software prefetch"). 0 turns it off; results are the same
-// bit for bit either way (an A/B switch for benchmarks, like set_prefill_gemm).
+// Software prefetch in the decode (1-token) per-row kernels of the float formats' long rows (not repacked; the x8
+// and x32 layouts take none since session 14): each 64-byte line of the weight stream is requested into L2
+// (prefetcht1) `bytes` ahead of its use, within the rows of the calling thread (docs/cpu-log-s3-s6.md, "Software
+// prefetch"). 0 turns it off; results are the same bit for bit either way (an A/B switch for benchmarks, like
+// set_prefill_gemm).
 inline constexpr int64_t k_default_decode_prefetch = 32 * 1024;
 void set_decode_prefetch(int64_t bytes);
 

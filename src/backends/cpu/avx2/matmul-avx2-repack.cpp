@@ -88,10 +88,10 @@ __m256i q45_k_min_sum(const uint8_t* b, const int16_t* bsums) {
 // token's integer sums are exact and its float operations are those of NT = 1, so its result does not
 // depend on NT (the batch-invariance rule of gemm-avx2.h). G groups per pass (decode, one token: G streams per
 // thread, set_decode_streams; each activation broadcast feeds the G groups, and every row's operations are those
-// of G = 1, so the results are the same bit for bit). gp, o0, pf (prefetch distance, 0: none): per group.
+// of G = 1, so the results are the same bit for bit). gp, o0: per group.
 template <bool high_bit, int NT, int G>
 void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-              int64_t n_out, const int64_t* pf) {
+              int64_t n_out) {
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's quants from 160 + stride * s.
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
@@ -118,7 +118,6 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
         for (int s = 0; s < 8; s++) {
             __m256i sc[G], s16[G][NT];
             for (int g = 0; g < G; g++) {
-                if (NT == 1 && pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + s * (bytes / 8) + pf[g]);
                 sc[g] = _mm256_shuffle_epi8(bcast_16(b[g] + 16 * (s / 2)), s % 2 ? sc_odd : sc_even);
                 for (int j = 0; j < NT; j++) s16[g][j] = _mm256_setzero_si256();
             }
@@ -164,7 +163,7 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
 // split of session 6's layout). NT tokens and G groups per pass as q45_k_x8.
 template <int NT, int G>
 void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-             int64_t n_out, const int64_t* pf) {
+             int64_t n_out) {
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
@@ -195,7 +194,6 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             // Dword r: the scales of sub-blocks 2c and 2c + 1 of row r as int16.
             __m256i spair[G];
             for (int g = 0; g < G; g++) {
-                if (NT == 1 && pf[g] > 0) prefetch_l2<bytes / 8>(b[g] + c * (bytes / 8) + pf[g]);
                 spair[g] = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * c)));
             }
             for (int j = 0; j < NT; j++) {
@@ -253,7 +251,7 @@ constexpr int64_t k_q8_0_pair_bytes = 544;
 // but 45 % less with adjacent groups (17 KiB apart) and about the same at 280 KiB (session 9).
 template <int NT, int G>
 void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-             int64_t n_out, const int64_t* pf) {
+             int64_t n_out) {
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     const int64_t nb = a.n_in / 32;
     const int8_t* q[NT];
@@ -270,8 +268,6 @@ void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
         const int64_t pair = (ib / 2) * k_q8_0_pair_bytes, off = pair + 32 + (ib % 2) * 256;
         __m256i sum[G][NT];
         for (int g = 0; g < G; g++) {
-            if (NT == 1 && pf[g] > 0)
-                prefetch_l2<k_q8_0_pair_bytes / 2>(gp[g] + pair + (ib % 2) * (k_q8_0_pair_bytes / 2) + pf[g]);
             for (int j = 0; j < NT; j++) sum[g][j] = _mm256_setzero_si256();
         }
         for (int v = 0; v < 8; v++) {
@@ -302,7 +298,7 @@ void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
 // activation sum (bsums of the Q8_0 activations): isum - 8 * sum(q). NT tokens and G groups per pass as q45_k_x8.
 template <int NT, int G>
 void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-             int64_t n_out, const int64_t* pf) {
+             int64_t n_out) {
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t pair_bytes = 288;
     const int64_t nb = a.n_in / 32;
@@ -322,7 +318,6 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
         const int64_t pair = (ib / 2) * pair_bytes, off = pair + 32 + (ib % 2) * 128;
         __m256i s16[G][NT];
         for (int g = 0; g < G; g++) {
-            if (NT == 1 && pf[g] > 0) prefetch_l2<pair_bytes / 2>(gp[g] + pair + (ib % 2) * (pair_bytes / 2) + pf[g]);
             for (int j = 0; j < NT; j++) s16[g][j] = _mm256_setzero_si256();
         }
         for (int v = 0; v < 4; v++) {
@@ -355,45 +350,35 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
         for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
 }
 
-constexpr size_t k_prefetch_min_group = 20 * 1024;
-
 // The kernel of format T for NT tokens (NT <= k_x8_max_tokens held in registers) and G groups per pass.
 constexpr int k_x8_max_tokens = 4;
 template <dtype T, int NT, int G>
 void run_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-            int64_t n, const int64_t* pf) {
+            int64_t n) {
     if constexpr (T == dtype::q4_k)
-        q45_k_x8<false, NT, G>(gp, a, tok, y, o0, n, pf);
+        q45_k_x8<false, NT, G>(gp, a, tok, y, o0, n);
     else if constexpr (T == dtype::q5_k)
-        q45_k_x8<true, NT, G>(gp, a, tok, y, o0, n, pf);
+        q45_k_x8<true, NT, G>(gp, a, tok, y, o0, n);
     else if constexpr (T == dtype::q6_k)
-        q6_k_x8<NT, G>(gp, a, tok, y, o0, n, pf);
+        q6_k_x8<NT, G>(gp, a, tok, y, o0, n);
     else if constexpr (T == dtype::q8_0)
-        q8_0_x8<NT, G>(gp, a, tok, y, o0, n, pf);
+        q8_0_x8<NT, G>(gp, a, tok, y, o0, n);
     else
-        q4_0_x8<NT, G>(gp, a, tok, y, o0, n, pf);
+        q4_0_x8<NT, G>(gp, a, tok, y, o0, n);
 }
-// Whether decode prefetches: on for the K formats; off for Q8_0, whose decode measured 2-10 % slower with it at
-// every distance (sessions 4 and 8), and for Q4_0, not measured.
-constexpr bool x8_prefetches(dtype t) {
-    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
-}
-
 // Decode of token t over G runs of `part` groups from g0 side by side: groups g0 + i * part + k, i < G, in pass k.
-// pf: the prefetch distance, dropped for a group whose prefetch would pass `end`.
 template <dtype T, int G>
 void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* yt, int64_t n_out,
-             int64_t g0, int64_t part, int64_t pf, const uint8_t* end) {
+             int64_t g0, int64_t part) {
     float* y[1] = {yt};
     for (int64_t g = g0; g < g0 + part; g++) {
         const uint8_t* gp[G];
-        int64_t o[G], p[G];
+        int64_t o[G];
         for (int i = 0; i < G; i++) {
             gp[i] = packed + size_t(g + i * part) * group_bytes;
             o[i] = (g + i * part) * 8;
-            p[i] = gp[i] + group_bytes + pf <= end ? pf : 0;
         }
-        run_x8<T, 1, G>(gp, a, &t, y, o, n_out, p);
+        run_x8<T, 1, G>(gp, a, &t, y, o, n_out);
     }
 }
 
@@ -403,14 +388,9 @@ void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
 template <dtype T>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
-    // Software prefetch where it measured faster: the K formats' groups of long rows (the FFN down projection) at
-    // two threads and more, whose activation lines the weight stream evicts from L1 between two groups
-    // (docs/cpu-log-s7-s11.md, session 8). None at one thread: with session 11's kernels it cost Q4_K and Q6_K 5-20 %
-    // per CPU-second in the model (in-process A/B), and with four streams Q5_K (on since session 8: +3-8 % with one
-    // stream) measured equal to 26 % slower with it (session 14, docs/cpu.md).
-    const bool on = !a.one_thread && group_bytes >= k_prefetch_min_group;
-    const int64_t pf = x8_prefetches(T) && on ? detail::decode_prefetch_bytes() : 0;
-    const uint8_t* end = packed + size_t(g1) * group_bytes;
+    // No software prefetch: the hardware prefetcher follows the streams. It was on for the K formats' long rows at
+    // two threads (and for Q5_K at one) while the decode walked one or two streams (sessions 4-12); with four, the
+    // 2-thread decode measured 1-8 % faster without it in 10 of 12 in-process A/Bs (session 14, docs/cpu.md).
     y += t * n_out;
     // Several streams (set_decode_streams): the most, of 4 and 2, whose runs lie at least the set distance apart;
     // the groups left over (fewer than the stream count) go one by one.
@@ -419,13 +399,13 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
         const int64_t part = (g1 - g0) / s;
         if (st.min_distance <= 0 || part == 0 || size_t(part) * group_bytes < size_t(st.min_distance)) continue;
         if (s >= 4)
-            walk_x8<T, 4>(packed, group_bytes, a, t, y, n_out, g0, part, pf, end);
+            walk_x8<T, 4>(packed, group_bytes, a, t, y, n_out, g0, part);
         else
-            walk_x8<T, 2>(packed, group_bytes, a, t, y, n_out, g0, part, pf, end);
+            walk_x8<T, 2>(packed, group_bytes, a, t, y, n_out, g0, part);
         g0 += s * part;
         break;
     }
-    walk_x8<T, 1>(packed, group_bytes, a, t, y, n_out, g0, g1 - g0, pf, end);
+    walk_x8<T, 1>(packed, group_bytes, a, t, y, n_out, g0, g1 - g0);
 }
 
 template <dtype T>
@@ -433,7 +413,6 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
              int64_t n_out, int64_t g0, int64_t g1) {
     constexpr int NT = k_x8_max_tokens;
     static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
-    const int64_t no_prefetch = 0;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
         const int64_t o0 = g * 8;
@@ -447,13 +426,13 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 yt[j] = y + (t + j) * n_out;
             }
             if (n == NT)
-                run_x8<T, NT, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
+                run_x8<T, NT, 1>(&gp, a, tok, yt, &o0, n_out);
             else if (n == 3)
-                run_x8<T, (3 < NT ? 3 : 1), 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
+                run_x8<T, (3 < NT ? 3 : 1), 1>(&gp, a, tok, yt, &o0, n_out);
             else if (n == 2)
-                run_x8<T, 2, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
+                run_x8<T, 2, 1>(&gp, a, tok, yt, &o0, n_out);
             else
-                run_x8<T, 1, 1>(&gp, a, tok, yt, &o0, n_out, &no_prefetch);
+                run_x8<T, 1, 1>(&gp, a, tok, yt, &o0, n_out);
         }
     }
 }
