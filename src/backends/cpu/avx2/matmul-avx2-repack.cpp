@@ -366,6 +366,7 @@ void run_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, flo
     else
         q4_0_x8<NT, G>(gp, a, tok, y, o0, n);
 }
+
 // Decode of token t over G runs of `part` groups from g0 side by side: groups g0 + i * part + k, i < G, in pass k.
 template <dtype T, int G>
 void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* yt, int64_t n_out,
