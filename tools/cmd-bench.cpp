@@ -20,11 +20,11 @@
 #include "core/units.h"
 #include "gguf/gguf-file.h"
 #include "model-flags.h"
-#include "observe/bandwidth.h"
 #include "observe/forward-profile.h"
 #include "observe/machine-profile.h"
 #include "observe/memory-model.h"
 #include "observe/perf-counters.h"
+#include "observe/read-variants.h"
 #include "observe/svg-charts.h"
 #include "quant/file-type.h"
 
@@ -244,10 +244,11 @@ public:
             if (!f) fail("bench", "cannot write '{}'", svg_);
         }
         if (!prof)
-            fmt::print(stderr,
-                       "[bench] no machine profile ({}): roofline against a quick 256 MiB read measurement; run "
-                       "memtile probe for a stable one\n",
-                       machine_profile_path());
+            fmt::print(
+                stderr,
+                "[bench] no machine profile ({}): roofline against a quick 256 MiB read (best of 4 variants); run "
+                "memtile probe for a stable one\n",
+                machine_profile_path());
         return 0;
     }
 
@@ -262,7 +263,7 @@ private:
     double fallback_gbps(int threads) {
         auto it = fallback_.find(threads);
         if (it == fallback_.end())
-            it = fallback_.emplace(threads, measure_read_gbps(threads, size_t(256) << 20, 3)).first;
+            it = fallback_.emplace(threads, quick_best_read_gbps(threads, size_t(256) << 20, 3)).first;
         return it->second;
     }
 

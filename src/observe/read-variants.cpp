@@ -188,6 +188,18 @@ uint64_t read_variant_share(const read_variant& v, const uint8_t* p, size_t byte
     return s;
 }
 
+double quick_best_read_gbps(int threads, size_t bytes, int reps) {
+    thread_pool pool(threads);
+    read_probe probe(bytes, pool);
+    const read_variant variants[] = {{},
+                                     {prefetch_hint::none, 0, 0, 1, true},
+                                     {prefetch_hint::none, 0, 0, 1, true, 4},
+                                     {prefetch_hint::none, 0, 0, 1, true, 8}};
+    double best = 0;
+    for (const auto& f : probe.measure(pool, variants, reps)) best = std::max(best, f.gbps);
+    return best;
+}
+
 size_t best_read_index(std::span<const double> gbps) {
     if (gbps.empty()) fail("observe", "best_read_index: no figures");
     return size_t(std::max_element(gbps.begin(), gbps.end()) - gbps.begin());

@@ -44,6 +44,12 @@ std::vector<read_variant> standard_read_variants();
 // whatever the variant (the tests check it). bytes: a multiple of 128 times passes.
 uint64_t read_variant_share(const read_variant& v, const uint8_t* p, size_t bytes, int pass, int thread, int threads);
 
+// Best wall-clock GB/s of `threads` threads over a few variants (plain; 2 MiB pages; 4 and 8 runs side by side on
+// 2 MiB pages), `reps` each, on a `bytes`-byte buffer (a multiple of 2 MiB): the quick denominator where no
+// machine profile exists. Why not the plain loop alone: the decode reads more per second than it on some machines
+// (a roofline of 119 % on a latency-bound VM, session 14).
+double quick_best_read_gbps(int threads, size_t bytes, int reps);
+
 // Index of the largest figure (the first on ties); throws on an empty list.
 size_t best_read_index(std::span<const double> gbps);
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -61,6 +62,13 @@ TEST(read_variants, shares_that_do_not_split_fail_clearly) {
     EXPECT_THROW(read_variant_share({prefetch_hint::t1, 64, 0, 1, false, 4}, buf.data(), 1024, 0, 0, 1), error);
     EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 256, 1, false, 4}, buf.data(), 1024, 0, 0, 1), error);
     EXPECT_THROW(read_variant_share({prefetch_hint::none, 0, 0, 1, false, 0}, buf.data(), 1024, 0, 0, 1), error);
+}
+
+TEST(read_variants, quick_best_read_measures_and_rejects_odd_sizes) {
+    const double gbps = quick_best_read_gbps(2, size_t(4) << 20, 1);
+    EXPECT_GT(gbps, 0.0);
+    EXPECT_TRUE(std::isfinite(gbps));
+    EXPECT_THROW(quick_best_read_gbps(1, size_t(3) << 20, 1), error);  // not a multiple of 2 MiB
 }
 
 TEST(read_variants, best_index_is_the_largest_figure) {
