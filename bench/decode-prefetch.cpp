@@ -6,7 +6,8 @@
 // options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
 //          --streams 1,2,4 (cpu::set_decode_streams: the x8 / x32 decode over that many group streams per thread,
 //          0 = each format's default, the default) --distance 32768,1048576 (their least distance in bytes, default
-//          the library's); the variants are every prefetch x streams x distance combination
+//          the library's); the variants are every isa x prefetch x streams x distance combination
+//          --isa avx2,avx512 (cpu::force_isa per variant, default the automatic choice)
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
 // and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/matmul.h"
 #include "core/thread-pool.h"
 #include "greedy-decode.h"
@@ -61,10 +63,12 @@ struct options {
     std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
     std::vector<int64_t> streams = {0};
     std::vector<int64_t> distance = {cpu::k_default_decode_stream_distance};
+    std::vector<std::string> isas = {"auto"};
     struct variant {
+        std::string isa;
         int64_t prefetch, streams, distance;
     };
-    // Every (prefetch, streams, distance) combination, prefetch-major (filled by bench_main).
+    // Every (isa, prefetch, streams, distance) combination, isa-major (filled by bench_main).
     std::vector<variant> variants;
     std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
     bool repack = false;
@@ -81,12 +85,14 @@ double median(std::vector<double> v) {
 }
 
 void set_variant(const options& o, size_t c) {
+    cpu::force_isa(o.variants[c].isa);
     cpu::set_decode_prefetch(o.variants[c].prefetch);
     cpu::set_decode_streams(int(o.variants[c].streams), o.variants[c].distance);
 }
 
 std::string variant_name(const options& o, size_t c) {
     std::string s = "prefetch " + std::to_string(o.variants[c].prefetch);
+    if (o.isas.size() > 1 || o.isas[0] != "auto") s = o.variants[c].isa + " " + s;
     if (o.streams.size() > 1 || o.streams[0] != 0) s += " streams " + std::to_string(o.variants[c].streams);
     if (o.distance.size() > 1) s += " distance " + std::to_string(o.variants[c].distance);
     return s;
@@ -296,6 +302,8 @@ static int bench_main(int argc, char** argv) {
         } else if (a == "--distance" && has) {
             o.distance.clear();
             for (const auto& s : split(argv[++i])) o.distance.push_back(std::atoll(s.c_str()));
+        } else if (a == "--isa" && has) {
+            o.isas = split(argv[++i]);
         } else if (a == "--formats" && has) {
             o.formats = split(argv[++i]);
         } else if (a == "--repack" && has) {
@@ -313,9 +321,11 @@ static int bench_main(int argc, char** argv) {
     if (o.prefetch.empty()) o.prefetch = {0};
     if (o.streams.empty()) o.streams = {0};
     if (o.distance.empty()) o.distance = {cpu::k_default_decode_stream_distance};
-    for (int64_t pf : o.prefetch)
-        for (int64_t n : o.streams)
-            for (int64_t d : o.distance) o.variants.push_back({pf, n, d});
+    if (o.isas.empty()) o.isas = {"auto"};
+    for (const std::string& isa : o.isas)
+        for (int64_t pf : o.prefetch)
+            for (int64_t n : o.streams)
+                for (int64_t d : o.distance) o.variants.push_back({isa, pf, n, d});
     if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&
         std::atoll(rest[1].c_str()) % 256 == 0)
         return matrix_mode(o, std::atoll(rest[1].c_str()), std::atoll(rest[2].c_str()));
@@ -323,7 +333,8 @@ static int bench_main(int argc, char** argv) {
         return layers_mode(o, std::atoi(rest[1].c_str()));
     if (rest.size() >= 2 && rest[0] == "model") return model_mode(o, {rest.begin() + 1, rest.end()});
     std::fprintf(stderr,
-                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--streams 1,2,4] [--distance 32768] [--formats "
+                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--streams 1,2,4] [--distance 32768] [--isa "
+                 "avx2,avx512] [--formats "
                  "f16,q8_0,...] [--repack 0|1] "
                  "[--threads N] [--rounds R] [--tg N]\n"
                  "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");

@@ -298,6 +298,44 @@ std::string param_name(const testing::TestParamInfo<param>& info) {
     return std::string(isa_name(std::get<0>(info.param))) + "_" + std::string(dtype_name(std::get<1>(info.param).type));
 }
 
+// The AVX-512 kernels of the interleaved layouts do the AVX2 kernels' float operations on the same exact integer
+// sums (avx512/matmul-avx512-repack.cpp), so both paths must give the same bits: decode (with one and four group
+// streams) and prefill tiles, ragged row counts, several super-blocks. Needs both paths on this CPU.
+TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
+    if (!isa_supported(isa::avx512) || !isa_supported(isa::avx2))
+        GTEST_SKIP() << "needs the avx2 and avx512 paths: " << isa_missing_reason(isa::avx512);
+    thread_pool pool(2);
+    for (const format_case& fc : k_formats) {
+        if (repack::group_rows(fc.type) != repack::k_rows) continue;  // the float layouts share the AVX2 kernels
+        const int64_t n_in = fc.n_in.back();
+        for (int64_t n_out : {int64_t(37), int64_t(256)}) {
+            const std::vector<float> wf = uniform(size_t(n_in * n_out), 51);
+            const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
+            const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
+            const auto pw = prepare_weight(view, {.repack = true});
+            for (int streams : {1, 4}) {
+                set_decode_streams(streams, 1);
+                for (int64_t n_tok : {1, 3, 4, 9}) {
+                    const std::vector<float> x = uniform(size_t(n_in * n_tok), 52);
+                    std::vector<float> want(size_t(n_out * n_tok), NAN), got(want.size(), NAN);
+                    {
+                        isa_guard guard(isa::avx2);
+                        matmul(*pw, x.data(), n_tok, want.data(), pool);
+                    }
+                    {
+                        isa_guard guard(isa::avx512);
+                        matmul(*pw, x.data(), n_tok, got.data(), pool);
+                    }
+                    for (size_t k = 0; k < want.size(); k++)
+                        ASSERT_EQ(want[k], got[k]) << dtype_name(fc.type) << " n_out " << n_out << " n_tok " << n_tok
+                                                   << " streams " << streams << " element " << k;
+                }
+            }
+            set_decode_streams(0);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(all_paths, cpu_matmul,
                          testing::Combine(testing::ValuesIn(all_isas()), testing::ValuesIn(k_formats)), param_name);
 

@@ -122,10 +122,22 @@ const attention_kernels* avx2_attention_kernels() {
 const repack_kernel_set* avx2_repack_kernels() {
     return nullptr;
 }
+const repack_kernel_set* avx512_repack_kernels() {
+    return nullptr;
+}
 #endif
 
 const kernel_set* active_kernels() {
     return compiled_kernels(active_isa());
+}
+
+const repack_kernel_set* active_repack_kernels() {
+    switch (active_isa()) {
+        case isa::scalar: return nullptr;
+        case isa::avx2: return avx2_repack_kernels();
+        case isa::avx512: return avx512_repack_kernels();
+    }
+    return nullptr;
 }
 
 }  // namespace detail

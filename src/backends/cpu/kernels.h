@@ -60,6 +60,9 @@ struct repack_kernel_set {
 
 // nullptr when the path is not compiled in (non-x86 builds).
 const repack_kernel_set* avx2_repack_kernels();
+const repack_kernel_set* avx512_repack_kernels();
+// The set of the active path (cpu-isa.h); nullptr for the scalar path, which has no interleaved layouts.
+const repack_kernel_set* active_repack_kernels();
 
 // How far ahead (bytes) the decode kernels that use software prefetch ask for their weight stream, 0 = off
 // (set_decode_prefetch in matmul.h). Defined in matmul.cpp, so no ISA translation unit compiles <atomic>.

@@ -124,8 +124,8 @@ private:
 };
 
 detail::gemv_x8_fn x8_kernel(dtype t) {
-    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
-    if (!rk || !detail::active_kernels()) return nullptr;
+    const detail::repack_kernel_set* rk = detail::active_repack_kernels();
+    if (!rk) return nullptr;
     switch (t) {
         case dtype::q8_0: return rk->q8_0;
         case dtype::q4_0: return rk->q4_0;
@@ -140,8 +140,8 @@ detail::gemv_x8_fn x8_kernel(dtype t) {
 }
 
 detail::gemm_x8_fn x8_gemm_kernel(dtype t) {
-    const detail::repack_kernel_set* rk = detail::avx2_repack_kernels();
-    if (!rk || !detail::active_kernels()) return nullptr;
+    const detail::repack_kernel_set* rk = detail::active_repack_kernels();
+    if (!rk) return nullptr;
     switch (t) {
         case dtype::q8_0: return rk->q8_0_gemm;
         case dtype::q4_0: return rk->q4_0_gemm;

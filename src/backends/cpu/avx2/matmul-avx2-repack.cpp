@@ -6,9 +6,15 @@
 // lines strictly in address order: with the scales after the quants (first version), the back-and-forth
 // defeated the hardware stream prefetcher and Q6_K decoded from DRAM at 0.4x the original layout's speed.
 #include "backends/cpu/avx2/avx2-common.h"
+#include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx2 {
 namespace {
+
+using simd_x8::load_8_f16;
+using simd_x8::q45_k_min_sum;
+using simd_x8::q45k_masks;
+using simd_x8::store_rows;
 
 __m256i bcast_quad(const int8_t* p) {
     int32_t v;
@@ -18,34 +24,6 @@ __m256i bcast_quad(const int8_t* p) {
 
 __m256i bcast_16(const uint8_t* p) {
     return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-__m256 load_8_f16(const uint8_t* p) {
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Stores lane r of v to y[o0 + r] for the rows below n_out.
-void store_rows(__m256 v, float* y, int64_t o0, int64_t n_out) {
-    if (o0 + 8 <= n_out) {
-        _mm256_storeu_ps(y + o0, v);
-        return;
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    for (int64_t r = 0; o0 + r < n_out; r++) y[o0 + r] = lanes[r];
-}
-
-// The shuffle mask of the x8 Q4_K / Q5_K decode kernels' scales: sc_even puts the scale of row r (byte r of the 8 of
-// sub-block s) in both int16 lanes of dword r, sc_odd the same for sub-block s + 1 (+8).
-struct q45k_shuffle_masks {
-    __m256i sc_even, sc_odd;
-};
-inline q45k_shuffle_masks q45k_masks() {
-    constexpr char z = char(0x80);
-    const __m256i sc_even = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
-                                             4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
-    return {sc_even, _mm256_add_epi8(sc_even, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0,  //
-                                                               8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0))};
 }
 
 // 16-bit shift left by n (right by -n); with a byte mask after it, bit b of each byte moves to b + n.
@@ -65,21 +43,6 @@ __m256i sub_block_level(const uint8_t* v, int g) {
     if constexpr (!high_bit) return nib;
     const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
     return _mm256_or_si256(nib, _mm256_and_si256(shift_bits(qh, 4 - g), _mm256_set1_epi8(0x10)));
-}
-
-// Sum over sub-blocks of min[r][s] * (activation sum of sub-block s) for the 8 rows, pairs of sub-blocks per madd:
-// mins at b + 64 as [4 p][8 r][2] bytes, so one zero-extension gives the pair (2p, 2p + 1) of row r in dword r;
-// bp holds (B0,B1) in dword 0, (B2,B3) in 1, (B4,B5) in 4, (B6,B7) in 5.
-__m256i q45_k_min_sum(const uint8_t* b, const int16_t* bsums) {
-    const __m256i bsum32 = _mm256_madd_epi16(loadu(bsums), _mm256_set1_epi16(1));
-    const __m256i bp = _mm256_packs_epi32(bsum32, bsum32);
-    __m256i msum = _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++) {
-        const __m256i mn = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 64 + 16 * p)));
-        const __m256i bb = _mm256_permutevar8x32_epi32(bp, _mm256_set1_epi32(p < 2 ? p : p + 2));
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bb));
-    }
-    return msum;
 }
 
 // Q4_K (high_bit false, 1184-byte super-blocks) and Q5_K (true, 1440). With the fifth bit the int16 sums
@@ -350,102 +313,55 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
         for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
 }
 
-// The kernel of format T for NT tokens (NT <= k_x8_max_tokens held in registers) and G groups per pass.
-constexpr int k_x8_max_tokens = 4;
-template <dtype T, int NT, int G>
-void run_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
-            int64_t n) {
-    if constexpr (T == dtype::q4_k)
-        q45_k_x8<false, NT, G>(gp, a, tok, y, o0, n);
-    else if constexpr (T == dtype::q5_k)
-        q45_k_x8<true, NT, G>(gp, a, tok, y, o0, n);
-    else if constexpr (T == dtype::q6_k)
-        q6_k_x8<NT, G>(gp, a, tok, y, o0, n);
-    else if constexpr (T == dtype::q8_0)
-        q8_0_x8<NT, G>(gp, a, tok, y, o0, n);
-    else
-        q4_0_x8<NT, G>(gp, a, tok, y, o0, n);
-}
-
-// Decode of token t over G runs of `part` groups from g0 side by side: groups g0 + i * part + k, i < G, in pass k.
-template <dtype T, int G>
-void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* yt, int64_t n_out,
-             int64_t g0, int64_t part) {
-    float* y[1] = {yt};
-    for (int64_t g = g0; g < g0 + part; g++) {
-        const uint8_t* gp[G];
-        int64_t o[G];
-        for (int i = 0; i < G; i++) {
-            gp[i] = packed + size_t(g + i * part) * group_bytes;
-            o[i] = (g + i * part) * 8;
-        }
-        run_x8<T, 1, G>(gp, a, &t, y, o, n_out);
-    }
-}
-
-// Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
-// over groups [g0, g1), group by group, the tokens in tiles of k_x8_max_tokens while the group's bytes stay
-// in L1/L2; a last partial tile runs a smaller instantiation (each token's result is the same either way).
+// The kernel policy of simd/x8-common-256.h's drivers for format T.
 template <dtype T>
-void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-             int64_t g0, int64_t g1) {
-    // No software prefetch: the hardware prefetcher follows the streams. It was on for the K formats' long rows at
-    // two threads (and for Q5_K at one) while the decode walked one or two streams (sessions 4-12); with four, the
-    // 2-thread decode measured 1-8 % faster without it in 10 of 12 in-process A/Bs (session 14, docs/cpu.md).
-    y += t * n_out;
-    // Several streams (set_decode_streams): the most, of 4 and 2, whose runs lie at least the set distance apart;
-    // the groups left over (fewer than the stream count) go one by one.
-    const detail::decode_stream_setting st = detail::decode_streams(T);
-    for (int s = st.count; s >= 2; s /= 2) {
-        const int64_t part = (g1 - g0) / s;
-        if (st.min_distance <= 0 || part == 0 || size_t(part) * group_bytes < size_t(st.min_distance)) continue;
-        if (s >= 4)
-            walk_x8<T, 4>(packed, group_bytes, a, t, y, n_out, g0, part);
+struct x8 {
+    static constexpr dtype type = T;
+    template <int NT, int G>
+    static void run(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+                    int64_t n) {
+        if constexpr (T == dtype::q4_k)
+            q45_k_x8<false, NT, G>(gp, a, tok, y, o0, n);
+        else if constexpr (T == dtype::q5_k)
+            q45_k_x8<true, NT, G>(gp, a, tok, y, o0, n);
+        else if constexpr (T == dtype::q6_k)
+            q6_k_x8<NT, G>(gp, a, tok, y, o0, n);
+        else if constexpr (T == dtype::q8_0)
+            q8_0_x8<NT, G>(gp, a, tok, y, o0, n);
         else
-            walk_x8<T, 2>(packed, group_bytes, a, t, y, n_out, g0, part);
-        g0 += s * part;
-        break;
+            q4_0_x8<NT, G>(gp, a, tok, y, o0, n);
     }
-    walk_x8<T, 1>(packed, group_bytes, a, t, y, n_out, g0, g1 - g0);
-}
+};
 
-template <dtype T>
-void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
-             int64_t n_out, int64_t g0, int64_t g1) {
-    constexpr int NT = k_x8_max_tokens;
-    static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        const int64_t o0 = g * 8;
-        int64_t tok[NT];
-        float* yt[NT];
-        int64_t t = t0;
-        for (; t < t1; t += NT) {
-            const int n = int(t1 - t < NT ? t1 - t : NT);
-            for (int j = 0; j < n; j++) {
-                tok[j] = t + j;
-                yt[j] = y + (t + j) * n_out;
-            }
-            if (n == NT)
-                run_x8<T, NT, 1>(&gp, a, tok, yt, &o0, n_out);
-            else if (n == 3)
-                run_x8<T, (3 < NT ? 3 : 1), 1>(&gp, a, tok, yt, &o0, n_out);
-            else if (n == 2)
-                run_x8<T, 2, 1>(&gp, a, tok, yt, &o0, n_out);
-            else
-                run_x8<T, 1, 1>(&gp, a, tok, yt, &o0, n_out);
-        }
-    }
-}
+using simd_x8::gemm_x8;
+using simd_x8::gemv_x8;
 
 const detail::repack_kernel_set k_avx2_repack = {
-    gemv_x8<dtype::q8_0>, gemv_x8<dtype::q4_0>, gemv_x8<dtype::q4_k>, gemv_x8<dtype::q5_k>,
-    gemv_x8<dtype::q6_k>, gemv_x32_f32,         gemv_x32_f16,         gemv_x32_bf16,
-    gemm_x8<dtype::q8_0>, gemm_x8<dtype::q4_0>, gemm_x8<dtype::q4_k>, gemm_x8<dtype::q5_k>,
-    gemm_x8<dtype::q6_k>, gemm_x32_f32,         gemm_x32_f16,         gemm_x32_bf16,
+    gemv_x8<x8<dtype::q8_0>>,
+    gemv_x8<x8<dtype::q4_0>>,
+    gemv_x8<x8<dtype::q4_k>>,
+    gemv_x8<x8<dtype::q5_k>>,
+    gemv_x8<x8<dtype::q6_k>>,
+    gemv_x32_f32,
+    gemv_x32_f16,
+    gemv_x32_bf16,
+    gemm_x8<x8<dtype::q8_0>>,
+    gemm_x8<x8<dtype::q4_0>>,
+    gemm_x8<x8<dtype::q4_k>>,
+    gemm_x8<x8<dtype::q5_k>>,
+    gemm_x8<x8<dtype::q6_k>>,
+    gemm_x32_f32,
+    gemm_x32_f16,
+    gemm_x32_bf16,
 };
 
 }  // namespace
+
+void gemv_x8_q8_0(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+                  int64_t g0, int64_t g1) {
+    gemv_x8<x8<dtype::q8_0>>(packed, group_bytes, a, t, y, n_out, g0, g1);
+}
+
 }  // namespace memtile::cpu::avx2
 
 namespace memtile::cpu::detail {
