@@ -15,6 +15,7 @@ using simd_x8::load_8_f16;
 using simd_x8::q45_k_min_sum;
 using simd_x8::q45k_masks;
 using simd_x8::store_rows;
+using simd_x8::token_rows;
 
 __m256i bcast_quad(const int8_t* p) {
     int32_t v;
@@ -59,14 +60,7 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
     // Scales at 0, mins at 64, d at 128, dmin at 144; sub-block s's quants from 160 + stride * s.
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
     const auto [sc_even, sc_odd] = q45k_masks();
     __m256 acc[G][NT];
     for (int g = 0; g < G; g++)
@@ -130,14 +124,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
     const __m256i m63 = _mm256_set1_epi8(0x3f), mc0 = _mm256_set1_epi8(char(0xc0));
     // The int16 scales of sub-block 2c (lane 0 of each dword) or 2c + 1 (lane 1) in both lanes of the dword.
     const __m256i sc_lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,  //
@@ -217,12 +204,7 @@ void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
              int64_t n_out) {
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     const int64_t nb = a.n_in / 32;
-    const int8_t* q[NT];
-    const float* d[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 32);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[G][NT][2];
     for (int g = 0; g < G; g++)
@@ -265,14 +247,7 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t pair_bytes = 288;
     const int64_t nb = a.n_in / 32;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 32);
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[G][NT][2];
     for (int g = 0; g < G; g++)

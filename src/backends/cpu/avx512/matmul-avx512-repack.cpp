@@ -36,6 +36,7 @@ using simd_x8::load_8_f16;
 using simd_x8::q45_k_min_sum;
 using simd_x8::q45k_masks;
 using simd_x8::store_rows;
+using simd_x8::token_rows;
 
 // Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned), as two aligned loads (see the top).
 __m512i load_pair(const uint8_t* p) {
@@ -80,14 +81,7 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
     const auto [sc_even, sc_odd] = q45k_masks();
     const __m512i sc_mask[2] = {_mm512_broadcast_i64x4(sc_even), _mm512_broadcast_i64x4(sc_odd)};
     __m256 acc[G][NT];
@@ -156,14 +150,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
     static_assert(NT == 1 || G == 1, "several groups only for one token");
     constexpr int64_t bytes = 1696;
     const int64_t nb = a.n_in / 256;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
     // Low half: the int16 scale of sub-block 2c (lane 0 of each dword of spair) in both lanes of the dword; high
     // half: that of 2c + 1 (lane 1).
     const __m256i sc_lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,  //
@@ -246,14 +233,7 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
     constexpr int64_t pair_bytes = q4 ? 288 : 544, block_bytes = q4 ? 128 : 256;
     constexpr int32_t offset = q4 ? 8 : 128;
     const int64_t nb = a.n_in / 32;
-    const int8_t* q[NT];
-    const float* d[NT];
-    const int16_t* bs[NT];
-    for (int j = 0; j < NT; j++) {
-        q[j] = a.qs + tok[j] * a.n_in;
-        d[j] = a.d + tok[j] * nb;
-        bs[j] = a.bsums + tok[j] * (a.n_in / 16);
-    }
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 32);
     __m256 acc[G][NT][2];
     for (int g = 0; g < G; g++)
         for (int j = 0; j < NT; j++) acc[g][j][0] = acc[g][j][1] = _mm256_setzero_ps();

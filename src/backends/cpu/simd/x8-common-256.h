@@ -69,6 +69,22 @@ struct q45k_shuffle_masks {
     return msum;
 }
 
+// Token tok[j]'s rows of the quantized activations (kernels.h's SoA layout, blocks of `block` elements): levels q,
+// block scales d, group sums bs.
+template <int NT>
+struct token_rows {
+    const int8_t* q[NT];
+    const float* d[NT];
+    const int16_t* bs[NT];
+    token_rows(const act_view& a, const int64_t* tok, int64_t block) {
+        for (int j = 0; j < NT; j++) {
+            q[j] = a.qs + tok[j] * a.n_in;
+            d[j] = a.d + tok[j] * (a.n_in / block);
+            bs[j] = a.bsums + tok[j] * (a.n_in / 16);
+        }
+    }
+};
+
 // Most tokens a prefill pass holds in registers.
 constexpr int k_x8_max_tokens = 4;
 
