@@ -254,6 +254,7 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
                 x[j][3] = pick<6, 7>(qv);
             }
         }
+        // Q8_0: even and odd pairs in two sums, so its four vpdpbusd per block are two chains of two.
         __m512i sum[G][NT], sum2[G][NT];
         for (int g = 0; g < G; g++)
             for (int j = 0; j < NT; j++) sum[g][j] = sum2[g][j] = _mm512_setzero_si512();
