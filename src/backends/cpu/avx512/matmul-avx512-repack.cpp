@@ -56,6 +56,15 @@ __m512i pick(__m512i quads) {
                                     quads);
 }
 
+// x[i] = pick<l_i, l_i + gap>: the four pairs of quads a block's four register pairs of weights meet.
+template <int gap, int l0, int l1, int l2, int l3>
+void pick4(__m512i quads, __m512i* x) {
+    x[0] = pick<l0, l0 + gap>(quads);
+    x[1] = pick<l1, l1 + gap>(quads);
+    x[2] = pick<l2, l2 + gap>(quads);
+    x[3] = pick<l3, l3 + gap>(quads);
+}
+
 // Row r's int32 sum of the two halves in dword r.
 __m256i fold(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
@@ -97,11 +106,7 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
         for (int s = 0; s < 8; s++) {
             __m512i x[NT][4];
             for (int j = 0; j < NT; j++) {
-                const __m512i qv = quads(q[j] + ib * 256 + 32 * s);
-                x[j][0] = pick<0, 2>(qv);
-                x[j][1] = pick<1, 3>(qv);
-                x[j][2] = pick<4, 6>(qv);
-                x[j][3] = pick<5, 7>(qv);
+                pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 256 + 32 * s), x[j]);
             }
             for (int g = 0; g < G; g++) {
                 const __m512i sc = _mm512_shuffle_epi8(
@@ -181,11 +186,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
                 std::memcpy(&bpair, bs[j] + ib * 16 + 2 * c, 4);
                 for (int g = 0; g < G; g++)
                     off[g][j] = _mm256_add_epi32(off[g][j], _mm256_madd_epi16(spair[g], _mm256_set1_epi32(bpair)));
-                const __m512i qv = quads(q[j] + ib * 256 + 32 * c);
-                x[j][0] = pick<0, 4>(qv);
-                x[j][1] = pick<1, 5>(qv);
-                x[j][2] = pick<2, 6>(qv);
-                x[j][3] = pick<3, 7>(qv);
+                pick4<4, 0, 1, 2, 3>(quads(q[j] + ib * 256 + 32 * c), x[j]);
             }
             for (int g = 0; g < G; g++) {
                 const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i64x4(spair[g]), sc_mask);
@@ -241,18 +242,10 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
         const int64_t pair = (ib / 2) * pair_bytes, off = pair + 32 + (ib % 2) * block_bytes;
         __m512i x[NT][4];
         for (int j = 0; j < NT; j++) {
-            const __m512i qv = quads(q[j] + ib * 32);
-            if constexpr (q4) {
-                x[j][0] = pick<0, 2>(qv);
-                x[j][1] = pick<1, 3>(qv);
-                x[j][2] = pick<4, 6>(qv);
-                x[j][3] = pick<5, 7>(qv);
-            } else {
-                x[j][0] = pick<0, 1>(qv);
-                x[j][1] = pick<2, 3>(qv);
-                x[j][2] = pick<4, 5>(qv);
-                x[j][3] = pick<6, 7>(qv);
-            }
+            if constexpr (q4)
+                pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 32), x[j]);
+            else
+                pick4<1, 0, 2, 4, 6>(quads(q[j] + ib * 32), x[j]);
         }
         // Q8_0: even and odd pairs in two sums, so its four vpdpbusd per block are two chains of two.
         __m512i sum[G][NT], sum2[G][NT];
