@@ -323,6 +323,9 @@ static int bench_main(int argc, char** argv) {
     if (o.distance.empty()) o.distance = {cpu::k_default_decode_stream_distance};
     if (o.isas.empty()) o.isas = {"auto"};
     for (const std::string& isa : o.isas)
+        cpu::force_isa(isa);  // an unknown or unsupported path fails before any output
+    cpu::force_isa("auto");
+    for (const std::string& isa : o.isas)
         for (int64_t pf : o.prefetch)
             for (int64_t n : o.streams)
                 for (int64_t d : o.distance) o.variants.push_back({isa, pf, n, d});
