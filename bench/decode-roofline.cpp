@@ -32,7 +32,7 @@
 // to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 // --split (phase-matched rounds only): the pool's chunk hand-outs whose bursts alternate (thread_pool::set_split:
-// i = interleaved; rN = ranges with N chunks per thread, r16 the default), each burst of each model in each of them;
+// i = interleaved; rN = ranges with N chunks per thread, r4 the default), each burst of each model in each of them;
 // the repack column then names the hand-out ("on r8"). Slots and the first table use the default.
 #include <fmt/core.h>
 

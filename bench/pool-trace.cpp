@@ -1,7 +1,7 @@
 // Where the time of a decode step goes between the threads of the pool (core/thread-pool.h's pool_trace):
 //   bench-pool-trace [--threads 2] [--tg 24] [--rounds 4] [--repack 0|1] [--split i,r8,...] MODEL.gguf...
 // --split: the pool's chunk hand-outs to compare (thread_pool::set_split): i = interleaved, rN = ranges with N chunks
-// per thread (r16: the default); each round runs every variant in turn (alternated in one process, the order
+// per thread (r4: the default); each round runs every variant in turn (alternated in one process, the order
 // rotated by one each round so that no variant always runs first).
 // Each round decodes tg greedy tokens (bench/greedy-decode.h's prompt) with the trace installed, then the same
 // count without it (the trace's own cost: compare the two tok/s). Per kind of call (the layer's q/k/v, attention,

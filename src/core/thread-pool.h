@@ -71,10 +71,13 @@ public:
     // the OS does not schedule still loses its work to the others; worker t >= 1 owns share t - 1 and the calling
     // thread the last one. interleaved: about 4 chunks per thread, claimed in order by whichever thread asks first
     // (with two threads each thread's chunks alternate with the other's). Decode at 2 threads, quiet machine:
-    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu-log-s7-s11.md, session 10). Set between calls,
-    // from the calling thread.
+    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu-log-s7-s11.md, session 10). Since the x8
+    // decode walks four streams inside every chunk (session 14), each chunk restarts four prefetch streams: on
+    // session 16's Zen 5, ranges 4 against 16 gave +2-10 % in the phase-matched ratio on 8 of the 10 workload
+    // models, -1 to -3 % on two (docs/cpu.md); 1 chunk per thread left the tail unbalanced. Set between calls, from the
+    // calling thread.
     enum class split { interleaved, ranges };
-    static constexpr int k_default_range_chunks = 16;
+    static constexpr int k_default_range_chunks = 4;
     void set_split(split s, int chunks_per_thread = k_default_range_chunks);
 
     // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
