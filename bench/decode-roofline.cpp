@@ -32,8 +32,8 @@
 // to the first table's whole-run ratios, the load average and the calling thread's clock measured in each slot.
 // --read-mib (default 1024, the issue's >= 1 GiB) sizes every read buffer of the run; smaller is for tests.
 // --split (phase-matched rounds only): the pool's chunk hand-outs whose bursts alternate (thread_pool::set_split:
-// i = interleaved; rN = ranges with N chunks per thread, r4 the default), each burst of each model in each of them;
-// the repack column then names the hand-out ("on r8"). Slots and the first table use the default.
+// i = interleaved; rN = ranges with N chunks per thread, r4 the default; hN = halving), each burst of each model in
+// each of them; the repack column then names the hand-out ("on r8"). Slots and the first table use the default.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -57,6 +57,7 @@
 #include "observe/memory-model.h"
 #include "observe/read-variants.h"
 #include "quant/file-type.h"
+#include "split-variants.h"
 
 using namespace memtile;
 
@@ -161,13 +162,6 @@ struct phase_row_input {
 
 // The phase-matched rounds of one thread count (see the file comment): slots and bursts alternate on `pool`;
 // returns one Markdown row per model of `ms`. `vbest`: each variant's best figure of the run so far.
-// A chunk hand-out of the pool (--split).
-struct split_variant {
-    std::string name;
-    thread_pool::split split = thread_pool::split::ranges;  // the pool's default
-    int chunks = thread_pool::k_default_range_chunks;
-};
-
 // Bursts of model in[k] run on ms[in_model[k]] with the pool's hand-out splits[in_split[k]].
 std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<transformer>>& ms,
                                             const std::vector<phase_row_input>& in, const std::vector<size_t>& in_model,
@@ -229,7 +223,7 @@ std::vector<std::string> phase_matched_rows(const std::vector<std::unique_ptr<tr
             tps[k].push_back(tg / seconds_since(t0));
             // Tokens per CPU-second of one thread: the pool's CPU time (spinning workers included) ÷ threads.
             cpu_tps[k].push_back(tg * pool.size() / (process_cpu_seconds() - c0));
-            pool.set_split(thread_pool::split::ranges);
+            pool.set_split(thread_pool::k_default_split);
             before[k].push_back(slot_best.size() - 1);
             slot();
         }
@@ -288,22 +282,9 @@ static int bench_main(int argc, char** argv) {
             hugepages = true;
         else if (a == "--no-pp")
             pp = false;
-        else if (a == "--split" && i + 1 < argc) {
-            splits.clear();
-            const std::string list = argv[++i];
-            for (size_t p = 0; p <= list.size();) {
-                const size_t e = std::min(list.find(',', p), list.size());
-                const std::string v = list.substr(p, e - p);
-                if (v == "i")
-                    splits.push_back({v, thread_pool::split::interleaved, 8});
-                else if (v.size() > 1 && v[0] == 'r' && v.find_first_not_of("0123456789", 1) == std::string::npos &&
-                         std::atoi(v.c_str() + 1) > 0)
-                    splits.push_back({v, thread_pool::split::ranges, std::atoi(v.c_str() + 1)});
-                else
-                    throw std::invalid_argument("bench-decode-roofline: --split takes i or rN (N >= 1), e.g. i,r8");
-                p = e + 1;
-            }
-        } else if (a == "--repack" && i + 1 < argc) {
+        else if (a == "--split" && i + 1 < argc)
+            splits = parse_splits(argv[++i]);
+        else if (a == "--repack" && i + 1 < argc) {
             const std::string v = argv[++i];
             repack_modes = v == "on"       ? std::vector<bool>{true}
                            : v == "off,on" ? std::vector<bool>{false, true}

@@ -1,11 +1,11 @@
 // Where the time of a decode step goes between the threads of the pool (core/thread-pool.h's pool_trace):
 //   bench-pool-trace [--threads 2] [--tg 24] [--rounds 4] [--repack 0|1] [--split i,r8,...] MODEL.gguf...
 // --split: the pool's chunk hand-outs to compare (thread_pool::set_split): i = interleaved, rN = ranges with N chunks
-// per thread (r4: the default); each round runs every variant in turn (alternated in one process, the order
-// rotated by one each round so that no variant always runs first).
-// Each round decodes tg greedy tokens (bench/greedy-decode.h's prompt) with the trace installed, then the same
-// count without it (the trace's own cost: compare the two tok/s). Per kind of call (the layer's q/k/v, attention,
-// o, gate/up, down, the output matrix; recognized by their order in a token, llama-style models only):
+// per thread (r4: the default), hN = halving with N; each round runs every variant in turn (alternated in one process,
+// the order rotated by one each round so that no variant always runs first). Each round decodes tg greedy tokens
+// (bench/greedy-decode.h's prompt) with the trace installed, then the same count without it (the trace's own cost:
+// compare the two tok/s). Per kind of call (the layer's q/k/v, attention, o, gate/up, down, the output matrix;
+// recognized by their order in a token, llama-style models only):
 //   calls per token, mean wall time of the call (publish to done) and its GB/s of weights, the caller's serial
 //   work before it (the previous call's end, or the token's start, to this call's entry; mean, microseconds),
 //   start = publish -> the caller's / a worker's first chunk (median, microseconds),
@@ -35,22 +35,16 @@
 #include "greedy-decode.h"
 #include "guarded-main.h"
 #include "models/transformer.h"
+#include "split-variants.h"
 
 using namespace memtile;
 
 namespace {
 
-// A chunk hand-out of the pool: "i" = interleaved, "rN" = ranges with N chunks per thread.
-struct split_variant {
-    std::string name;
-    thread_pool::split split = thread_pool::split::ranges;
-    int chunks = thread_pool::k_default_range_chunks;
-};
-
 struct options {
     int threads = 2, tg = 24, rounds = 4;
     bool repack = true;
-    std::vector<split_variant> splits = {{"r16"}};
+    std::vector<split_variant> splits = {{"r4"}};
 };
 
 double median(std::vector<double> v) {
@@ -323,7 +317,7 @@ int model_mode(const options& o, const std::string& path) {
             same = same && toks == ref;
             rounds[vi].push_back(rr);
         }
-    pool.set_split(thread_pool::split::ranges);
+    pool.set_split(thread_pool::k_default_split);
     const auto s1 = sched_stats();
 
     const auto slash = path.find_last_of('/');
@@ -362,23 +356,9 @@ static int bench_main(int argc, char** argv) {
             o.rounds = std::max(1, std::atoi(argv[++i]));
         else if (a == "--repack" && has)
             o.repack = std::atoi(argv[++i]) != 0;
-        else if (a == "--split" && has) {
-            o.splits.clear();
-            std::string list = argv[++i];
-            for (size_t p = 0; p <= list.size();) {
-                const size_t e = std::min(list.find(',', p), list.size());
-                const std::string v = list.substr(p, e - p);
-                if (v == "i")
-                    o.splits.push_back({v, thread_pool::split::interleaved, 8});
-                else if (v.size() > 1 && v[0] == 'r' && std::atoi(v.c_str() + 1) > 0)
-                    o.splits.push_back({v, thread_pool::split::ranges, std::atoi(v.c_str() + 1)});
-                else {
-                    std::fprintf(stderr, "--split: '%s' is not i or rN\n", v.c_str());
-                    return 2;
-                }
-                p = e + 1;
-            }
-        } else if (!a.empty() && a[0] != '-')
+        else if (a == "--split" && has)
+            o.splits = parse_splits(argv[++i]);
+        else if (!a.empty() && a[0] != '-')
             paths.push_back(a);
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());

@@ -65,8 +65,20 @@ bool thread_pool::pin_current_thread(int cpu) {
     return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
+std::pair<int64_t, int64_t> thread_pool::chunk_bounds(int64_t chunk) const {
+    const int64_t per_share = n_chunks_ / n_threads_;
+    if (job_split_.load(std::memory_order_relaxed) != split::halving || per_share * n_threads_ != n_chunks_ ||
+        per_share < 2)
+        return {job_n_ * chunk / n_chunks_, job_n_ * (chunk + 1) / n_chunks_};
+    // Share s of [0, n), its chunk k from 1 - 2^-k to 1 - 2^-(k+1) of it (the last one to its end).
+    const int64_t s = chunk / per_share, k = chunk % per_share;
+    const int64_t s0 = job_n_ * s / n_threads_, len = job_n_ * (s + 1) / n_threads_ - s0;
+    const auto at = [&](int64_t i) { return i >= per_share ? len : len - (len >> i); };
+    return {s0 + at(k), s0 + at(k + 1)};
+}
+
 void thread_pool::run_chunk(int index, uint64_t generation, int64_t chunk, pool_trace* trace) {
-    const int64_t begin = job_n_ * chunk / n_chunks_, end = job_n_ * (chunk + 1) / n_chunks_;
+    const auto [begin, end] = chunk_bounds(chunk);
     const uint64_t t0 = trace ? pool_trace::clock() : 0;
     try {
         if (begin < end) (*job_)(index, begin, end);
@@ -86,7 +98,7 @@ void thread_pool::run_chunk(int index, uint64_t generation, int64_t chunk, pool_
 
 void thread_pool::run_chunks(int index, uint64_t generation) {
     pool_trace* const trace = trace_.load(std::memory_order_acquire);
-    if (job_split_.load(std::memory_order_relaxed) == split::ranges) {
+    if (job_split_.load(std::memory_order_relaxed) != split::interleaved) {
         run_ranges(index, generation, trace);
         return;
     }
@@ -102,7 +114,8 @@ void thread_pool::run_chunks(int index, uint64_t generation) {
 
 namespace {
 
-// A thread's range of chunks in split::ranges: (job tag << 48) | (front << 24) | back, chunks [front, back) left.
+// A thread's range of chunks in split::ranges and split::halving: (job tag << 48) | (front << 24) | back, chunks
+// [front, back) left.
 constexpr uint64_t range_word(uint64_t generation, int64_t front, int64_t back) {
     return ((generation & 0xffff) << 48) | (uint64_t(front) << 24) | uint64_t(back);
 }
@@ -158,6 +171,12 @@ void thread_pool::worker(int index) {
 }
 
 void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+    parallel_for(n, fn, split_, range_chunks_);
+}
+
+void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, split s,
+                               int chunks_per_thread) {
+    chunks_per_thread = std::clamp(chunks_per_thread, 1, 1 << 16);
     pool_trace* const trace = trace_.load(std::memory_order_acquire);
     const uint64_t enter = trace ? pool_trace::clock() : 0;
     // Records the call (its chunks were recorded by the threads that ran them).
@@ -189,10 +208,10 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t,
     for (int t = 0; t < n_threads_; t++) ranges_[size_t(t)].word.store(~uint64_t(0), std::memory_order_release);
     job_ = &fn;
     job_n_ = n;
-    job_split_.store(split_, std::memory_order_relaxed);
-    // split::ranges keeps chunk indices in 24-bit fields (range_word).
+    job_split_.store(s, std::memory_order_relaxed);
+    // split::ranges and split::halving keep chunk indices in 24-bit fields (range_word).
     n_chunks_ = std::min<int64_t>(
-        n, split_ == split::ranges ? std::min<int64_t>(int64_t(n_threads_) * range_chunks_, (int64_t(1) << 24) - 1)
+        n, s != split::interleaved ? std::min<int64_t>(int64_t(n_threads_) * chunks_per_thread, (int64_t(1) << 24) - 1)
                                    : int64_t(n_threads_) * 4);
     error_ = nullptr;
     completed_.store(0, std::memory_order_relaxed);

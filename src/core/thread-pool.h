@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace memtile {
@@ -65,20 +66,27 @@ public:
     // Exceptions thrown by fn are rethrown here (the first one). Not reentrant: call from one thread.
     void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
-    // How parallel_for hands out chunks. ranges (the default): chunks_per_thread chunks per thread, each thread
-    // owning one contiguous share and running it front to back (one ascending stream of addresses per thread, which
-    // the hardware prefetcher follows), then taking what is left of the others' shares from their backs, so a thread
-    // the OS does not schedule still loses its work to the others; worker t >= 1 owns share t - 1 and the calling
-    // thread the last one. interleaved: about 4 chunks per thread, claimed in order by whichever thread asks first
-    // (with two threads each thread's chunks alternate with the other's). Decode at 2 threads, quiet machine:
-    // ranges 16 +4-10 % on TinyLlama, equal on Llama-3.2-1B (docs/cpu-log-s7-s11.md, session 10). Since the x8
-    // decode walks four streams inside every chunk (session 14), each chunk restarts four prefetch streams: on
-    // session 16's Zen 5, ranges 4 against 16 gave +2-10 % in the phase-matched ratio on 8 of the 10 workload
-    // models, -1 to -3 % on two (docs/cpu.md); 1 chunk per thread left the tail unbalanced. Set between calls, from the
-    // calling thread.
-    enum class split { interleaved, ranges };
+    // How parallel_for hands out chunks. ranges: chunks_per_thread chunks per thread, each thread owning one
+    // contiguous share and running it front to back (one ascending stream of addresses per thread, which the
+    // hardware prefetcher follows), then taking what is left of the others' shares from their backs, so a thread the
+    // OS does not schedule still loses its work to the others; worker t >= 1 owns share t - 1 and the calling thread
+    // the last one. halving (the default): ranges whose chunks halve towards the back of each share (1/2, 1/4, ...
+    // of it, the last two equal; equal chunks where n is below threads x chunks_per_thread), so that a thread runs
+    // most of its share in few long chunks while the others steal small ones from its back. interleaved: about 4
+    // chunks per thread, claimed in order by whichever thread asks first (with two threads each thread's chunks
+    // alternate with the other's).
+    // Measured (decode at 2 threads, phase-matched ratio): ranges 16 +4-10 % over interleaved on TinyLlama, equal
+    // on Llama-3.2-1B (session 10, Zen 3; docs/cpu-log-s7-s11.md). Since the x8 decode walks four streams inside
+    // every chunk (session 14), each chunk restarts four prefetch streams: on session 16's Zen 5, ranges 4 against
+    // 16 gave +2-10 % on 8 of the 10 workload models, -1 to -3 % on two, and 1 chunk per thread left the tail
+    // unbalanced; halving 4 against ranges 4 +3-10 % on 6 of 10 and within 2 % on the other four (docs/cpu.md).
+    // Set between calls, from the calling thread.
+    enum class split { interleaved, ranges, halving };
+    static constexpr split k_default_split = split::halving;
     static constexpr int k_default_range_chunks = 4;
     void set_split(split s, int chunks_per_thread = k_default_range_chunks);
+    // parallel_for with this call's hand-out instead of the pool's setting.
+    void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, split s, int chunks_per_thread);
 
     // Physical performance cores available to this process (core/cpu-topology.h): the default thread count.
     static int default_threads();
@@ -98,6 +106,7 @@ private:
     void run_chunks(int index, uint64_t generation);
     void run_ranges(int index, uint64_t generation, pool_trace* trace);
     void run_chunk(int index, uint64_t generation, int64_t chunk, pool_trace* trace);
+    std::pair<int64_t, int64_t> chunk_bounds(int64_t chunk) const;  // [begin, end) of the current job's chunk
 
     int n_threads_;
     std::vector<int> cpu_ids_;
@@ -105,11 +114,11 @@ private:
     const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0;
     int64_t n_chunks_ = 0;
-    split split_ = split::ranges;                  // the setting
-    std::atomic<split> job_split_{split::ranges};  // the current job's (read by workers)
+    split split_ = k_default_split;                  // the setting
+    std::atomic<split> job_split_{k_default_split};  // the current job's (read by workers)
     int range_chunks_ = k_default_range_chunks;
     struct alignas(64) range {
-        std::atomic<uint64_t> word{~uint64_t(0)};  // split::ranges: thread t's chunks still to run
+        std::atomic<uint64_t> word{~uint64_t(0)};  // ranges and halving: thread t's chunks still to run
     };
     std::vector<range> ranges_;
     std::atomic<uint64_t> generation_{0};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -20,10 +21,11 @@ TEST(thread_pool, back_to_back_jobs_cover_every_index_once) {
         std::vector<std::atomic<int>> hits(4096);
         for (int job = 0; job < 20000; job++) {
             // Every hand-out in turn (switched between jobs, as a benchmark does).
-            const int mode = job % 4;
-            pool.set_split(mode == 0 ? thread_pool::split::interleaved : thread_pool::split::ranges, mode == 1   ? 1
-                                                                                                     : mode == 2 ? 3
-                                                                                                                 : 8);
+            const int mode = job % 6;
+            const thread_pool::split split = mode == 0   ? thread_pool::split::interleaved
+                                             : mode >= 4 ? thread_pool::split::halving
+                                                         : thread_pool::split::ranges;
+            pool.set_split(split, mode == 1 ? 1 : mode == 2 || mode == 4 ? 3 : 8);
             const int64_t n = 1 + (job * 7919) % 97;
             for (int64_t i = 0; i < n; i++) hits[size_t(i)].store(0, std::memory_order_relaxed);
             pool.parallel_for(n, [&](int th, int64_t a, int64_t b) {
@@ -98,6 +100,53 @@ TEST(thread_pool, ranges_run_each_share_front_to_back_and_steal_from_the_back) {
                     }
                 }
                 EXPECT_EQ(covered, n);
+            }
+        }
+    }
+}
+
+// split::halving: each share's chunks halve towards its back (the last two equal), run front to back by their owner;
+// every index is covered once. With fewer indices than threads x chunks the chunks are equal, as for ranges.
+TEST(thread_pool, halving_chunks_halve_towards_the_back_of_each_share) {
+    for (int threads : {2, 3}) {
+        thread_pool pool(threads);
+        for (int per_thread : {2, 4, 6}) {
+            pool.set_split(thread_pool::split::halving, per_thread);
+            for (int64_t n : {int64_t(1000), int64_t(4096) + 7, int64_t(threads) * per_thread - 1}) {
+                std::mutex mu;
+                std::vector<std::pair<int64_t, int64_t>> chunks;
+                pool.parallel_for(n, [&](int, int64_t a, int64_t b) {
+                    std::lock_guard lk(mu);
+                    chunks.push_back({a, b});
+                });
+                std::sort(chunks.begin(), chunks.end());
+                int64_t next = 0;
+                for (const auto& [a, b] : chunks) {
+                    EXPECT_EQ(a, next);
+                    next = b;
+                }
+                EXPECT_EQ(next, n);
+                if (n < int64_t(threads) * per_thread) {
+                    EXPECT_EQ(int64_t(chunks.size()), n);  // equal chunks of one index each
+                    continue;
+                }
+                ASSERT_EQ(int64_t(chunks.size()), int64_t(threads) * per_thread) << "n " << n;
+                for (int s = 0; s < threads; s++) {
+                    const int64_t s0 = n * s / threads, len = n * (s + 1) / threads - s0;
+                    for (int k = 0; k < per_thread; k++) {
+                        const auto [a, b] = chunks[size_t(s * per_thread + k)];
+                        const int64_t want_a = s0 + (k == 0 ? 0 : len - (len >> k));
+                        const int64_t want_b = s0 + (k + 1 == per_thread ? len : len - (len >> (k + 1)));
+                        EXPECT_EQ(a, want_a) << "share " << s << " chunk " << k << " n " << n;
+                        EXPECT_EQ(b, want_b) << "share " << s << " chunk " << k << " n " << n;
+                    }
+                    // The first chunk is half the share, the last two are equal (within one index).
+                    const auto first = chunks[size_t(s * per_thread)];
+                    EXPECT_NEAR(double(first.second - first.first), len / 2.0, 1.0);
+                    const auto l1 = chunks[size_t(s * per_thread + per_thread - 1)],
+                               l2 = chunks[size_t(s * per_thread + per_thread - 2)];
+                    EXPECT_LE(std::abs((l1.second - l1.first) - (l2.second - l2.first)), 1);
+                }
             }
         }
     }
