@@ -192,7 +192,8 @@ void analyze(const pool_trace& trace, const std::vector<uint64_t>& bounds, const
                 active++;
                 lo = std::min(lo, last[th]);
                 hi = std::max(hi, last[th]);
-                if (th > 0) st.worker_start.push_back(double(first[th] - cl.publish) / tpu);
+                // Signed: a worker can see the job and stamp its chunk before the caller stamps publish.
+                if (th > 0) st.worker_start.push_back(double(int64_t(first[th] - cl.publish)) / tpu);
             }
             st.tail.push_back(active > 1 ? double(hi - lo) / tpu : 0.0);
             if (call_us > 0) st.idle.push_back(1.0 - busy / (threads * call_us));
