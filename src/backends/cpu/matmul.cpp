@@ -452,13 +452,15 @@ void set_decode_streams(int count, int64_t min_distance) {
 int default_decode_streams(dtype t) {
     // Four for the x8 layouts (session 14, AVX2 VM whose one core read 17-20 GB/s with one stream; in-process A/B
     // of 2 against 4 streams, medians: 1 thread +4-25 % tok/s on Q8_0 / Q4_K / Q6_K, Q5_K within the spread; 2
-    // threads -2 to +12 %; docs/cpu.md). Q4_0 follows Q8_0 (not measured). The float x32 layouts take two.
+    // threads -2 to +12 %; docs/cpu.md). Q4_0 follows Q8_0 (not measured). The float x32 layouts take two. The
+    // AVX-512 Q6_K kernel takes two (session 16, Zen 5, in-process A/B: two streams +4-9 % at 2 threads in four of
+    // four pairs, +9 % at 1 thread).
     switch (t) {
+        case dtype::q6_k: return active_isa() == isa::avx512 ? 2 : 4;
         case dtype::q8_0:
         case dtype::q4_0:
         case dtype::q4_k:
-        case dtype::q5_k:
-        case dtype::q6_k: return 4;
+        case dtype::q5_k: return 4;
         default: return 2;
     }
 }
