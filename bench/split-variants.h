@@ -2,6 +2,7 @@
 // "rN" = ranges with N chunks per thread, "hN" = halving with N chunks per thread.
 #pragma once
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
