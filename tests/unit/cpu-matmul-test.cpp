@@ -299,11 +299,15 @@ std::string param_name(const testing::TestParamInfo<param>& info) {
 }
 
 // The AVX-512 kernels of the interleaved layouts do the AVX2 kernels' float operations on the same exact integer
-// sums (avx512/matmul-avx512-repack.cpp), so both paths must give the same bits: decode (with one and four group
-// streams) and prefill tiles, ragged row counts, several super-blocks. Needs both paths on this CPU.
+// sums (avx512/matmul-avx512-repack.cpp), so both AVX-512 paths (with and without GFNI bit unpacking) must give the
+// AVX2 path's bits: decode (with one and four group streams) and prefill tiles, ragged row counts, several
+// super-blocks. Needs the avx2 path and at least one AVX-512 path on this CPU.
 TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
-    if (!isa_supported(isa::avx512) || !isa_supported(isa::avx2))
-        GTEST_SKIP() << "needs the avx2 and avx512 paths: " << isa_missing_reason(isa::avx512);
+    std::vector<isa> paths;
+    for (isa i : {isa::avx512, isa::avx512_gfni})
+        if (isa_supported(i)) paths.push_back(i);
+    if (paths.empty() || !isa_supported(isa::avx2))
+        GTEST_SKIP() << "needs the avx2 and an avx512 path: " << isa_missing_reason(isa::avx512);
     thread_pool pool(2);
     for (const format_case& fc : k_formats) {
         if (repack::group_rows(fc.type) != repack::k_rows) continue;  // the float layouts share the AVX2 kernels
@@ -317,18 +321,22 @@ TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
                 set_decode_streams(streams, 1);
                 for (int64_t n_tok : {1, 3, 4, 9}) {
                     const std::vector<float> x = uniform(size_t(n_in * n_tok), 52);
-                    std::vector<float> want(size_t(n_out * n_tok), NAN), got(want.size(), NAN);
+                    std::vector<float> want(size_t(n_out * n_tok), NAN);
                     {
                         isa_guard guard(isa::avx2);
                         matmul(*pw, x.data(), n_tok, want.data(), pool);
                     }
-                    {
-                        isa_guard guard(isa::avx512);
-                        matmul(*pw, x.data(), n_tok, got.data(), pool);
+                    for (isa path : paths) {
+                        std::vector<float> got(want.size(), NAN);
+                        {
+                            isa_guard guard(path);
+                            matmul(*pw, x.data(), n_tok, got.data(), pool);
+                        }
+                        for (size_t k = 0; k < want.size(); k++)
+                            ASSERT_EQ(want[k], got[k])
+                                << isa_name(path) << " " << dtype_name(fc.type) << " n_out " << n_out << " n_tok "
+                                << n_tok << " streams " << streams << " element " << k;
                     }
-                    for (size_t k = 0; k < want.size(); k++)
-                        ASSERT_EQ(want[k], got[k]) << dtype_name(fc.type) << " n_out " << n_out << " n_tok " << n_tok
-                                                   << " streams " << streams << " element " << k;
                 }
             }
             set_decode_streams(0);

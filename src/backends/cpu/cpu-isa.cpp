@@ -25,10 +25,12 @@ std::string_view cpu_missing(isa i) {
             if (!__builtin_cpu_supports("fma")) return "CPU lacks fma";
             return {};
         case isa::avx512:
+        case isa::avx512_gfni:
             if (!__builtin_cpu_supports("avx512f")) return "CPU lacks avx512f";
             if (!__builtin_cpu_supports("avx512bw")) return "CPU lacks avx512bw";
             if (!__builtin_cpu_supports("avx512vl")) return "CPU lacks avx512vl";
             if (!__builtin_cpu_supports("avx512vnni")) return "CPU lacks avx512vnni";
+            if (i == isa::avx512_gfni && !__builtin_cpu_supports("gfni")) return "CPU lacks gfni";
             return {};
     }
     return "unknown isa";
@@ -41,7 +43,8 @@ const detail::kernel_set* compiled_kernels(isa i) {
     switch (i) {
         case isa::scalar: return nullptr;
         case isa::avx2: return detail::avx2_kernels();
-        case isa::avx512: return detail::avx512_kernels();
+        case isa::avx512:
+        case isa::avx512_gfni: return detail::avx512_kernels();
     }
     return nullptr;
 }
@@ -67,6 +70,7 @@ std::string_view isa_name(isa i) {
         case isa::scalar: return "scalar";
         case isa::avx2: return "avx2";
         case isa::avx512: return "avx512";
+        case isa::avx512_gfni: return "avx512_gfni";
     }
     return "unknown";
 }
@@ -81,12 +85,16 @@ bool isa_supported(isa i) {
 }
 
 std::vector<isa> all_isas() {
-    return {isa::avx512, isa::avx2, isa::scalar};
+    return {isa::avx512_gfni, isa::avx512, isa::avx2, isa::scalar};
 }
 
 isa active_isa() {
     const int f = forced();
     return f >= 0 ? isa(f) : best_isa();
+}
+
+bool is_avx512(isa i) {
+    return i == isa::avx512 || i == isa::avx512_gfni;
 }
 
 void force_isa(isa i) {
@@ -101,7 +109,8 @@ void force_isa(std::string_view name) {
     }
     for (isa i : all_isas())
         if (isa_name(i) == name) return force_isa(i);
-    fail("cpu", "unknown instruction-set path '{}' (expected auto, scalar, avx2 or avx512)", std::string(name));
+    fail("cpu", "unknown instruction-set path '{}' (expected auto, scalar, avx2, avx512 or avx512_gfni)",
+         std::string(name));
 }
 
 namespace detail {
@@ -125,6 +134,9 @@ const repack_kernel_set* avx2_repack_kernels() {
 const repack_kernel_set* avx512_repack_kernels() {
     return nullptr;
 }
+const repack_kernel_set* avx512_gfni_repack_kernels() {
+    return nullptr;
+}
 #endif
 
 const kernel_set* active_kernels() {
@@ -136,6 +148,7 @@ const repack_kernel_set* active_repack_kernels() {
         case isa::scalar: return nullptr;
         case isa::avx2: return avx2_repack_kernels();
         case isa::avx512: return avx512_repack_kernels();
+        case isa::avx512_gfni: return avx512_gfni_repack_kernels();
     }
     return nullptr;
 }

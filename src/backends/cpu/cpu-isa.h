@@ -3,7 +3,7 @@
 // Each optimized path lives in its own translation units compiled with that ISA's target flags
 // (src/backends/cpu/<isa>/), so the library runs on any x86-64 and picks the best path the CPU supports.
 // Selection order: force_isa() if called, else the MEMTILE_ISA environment variable ("scalar", "avx2",
-// "avx512"), else the best supported path. Forcing a path the CPU or the build lacks is an error.
+// "avx512", "avx512_gfni"), else the best supported path. Forcing a path the CPU or the build lacks is an error.
 #pragma once
 
 #include <string_view>
@@ -11,7 +11,10 @@
 
 namespace memtile::cpu {
 
-enum class isa { scalar, avx2, avx512 };
+// avx512_gfni: the avx512 path whose K-quant kernels of the interleaved layouts unpack bit fields with GFNI affine
+// transforms (one instruction where avx512 needs a shift and a mask); Ice Lake, AMD Zen 4 and later have it,
+// Skylake-X / Cascade Lake not. Everything else of that path is avx512's.
+enum class isa { scalar, avx2, avx512, avx512_gfni };
 
 std::string_view isa_name(isa i);
 // True when the path is compiled in and the CPU (and OS) support its instructions.
@@ -23,7 +26,9 @@ std::vector<isa> all_isas();
 
 // The path matmul uses now.
 isa active_isa();
-// Forces a path by name ("scalar", "avx2", "avx512"), or "auto" / "" to return to automatic selection.
+// True for avx512 and avx512_gfni.
+bool is_avx512(isa i);
+// Forces a path by name ("scalar", "avx2", "avx512", "avx512_gfni"), or "auto" / "" to return to automatic selection.
 // Not thread-safe against concurrent matmul calls: set it before starting work (tests, benchmarks).
 void force_isa(std::string_view name);
 void force_isa(isa i);

@@ -61,6 +61,8 @@ struct repack_kernel_set {
 // nullptr when the path is not compiled in (non-x86 builds).
 const repack_kernel_set* avx2_repack_kernels();
 const repack_kernel_set* avx512_repack_kernels();
+// The avx512 set with the K-quant bit unpacking done by GFNI affine transforms (isa::avx512_gfni).
+const repack_kernel_set* avx512_gfni_repack_kernels();
 // The set of the active path (cpu-isa.h); nullptr for the scalar path, which has no interleaved layouts.
 const repack_kernel_set* active_repack_kernels();
 

@@ -456,7 +456,7 @@ int default_decode_streams(dtype t) {
     // AVX-512 Q6_K kernel takes two (session 16, Zen 5, in-process A/B: two streams +4-9 % at 2 threads in four of
     // four pairs, +9 % at 1 thread).
     switch (t) {
-        case dtype::q6_k: return active_isa() == isa::avx512 ? 2 : 4;
+        case dtype::q6_k: return is_avx512(active_isa()) ? 2 : 4;
         case dtype::q8_0:
         case dtype::q4_0:
         case dtype::q4_k:
