@@ -16,8 +16,10 @@
 // fourth level vector in four instead of seven), same bits. On session 17's AMD Zen 4 (512-bit operations in two
 // halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with GFNI, which brought them level with the
 // AVX2 kernels; the plain set stays for AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake).
-// Vectors are loaded as two aligned 32-byte halves: the Q8_0 / Q4_K / Q5_K pairs start 32 bytes into a cache line
-// every other time, and one 64-byte load across two lines measured slower for Q8_0.
+// A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K / Q5_K pairs start 32 bytes into a cache line every
+// other time: on session 17's Zen 4 the two aligned halves joined by vinserti64x4 (the form before) ran 10-19 %
+// slower in cache and 3-13 % slower in prefill, and the decode from DRAM was equal. (Session 15's Zen 5 measured the
+// one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
 #include "backends/cpu/avx512/avx512-common.h"
 #include "backends/cpu/simd/x8-common-256.h"
 
@@ -43,10 +45,9 @@ using simd_x8::q45k_masks;
 using simd_x8::store_rows;
 using simd_x8::token_rows;
 
-// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned), as two aligned loads (see the top).
+// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned), as one load (see the top).
 __m512i load_pair(const uint8_t* p) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(p))),
-                              _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)), 1);
+    return _mm512_loadu_si512(p);
 }
 
 // The 8 activation quads at p (32 bytes) in the low half of a vector, for pick().
