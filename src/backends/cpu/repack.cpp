@@ -110,7 +110,7 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                 for (int j = 0; j < 3; j++)
                     for (int k = 0; k < 4; k++) {
                         const int e = 16 * s + 4 * j + k;
-                        o[160 + 96 * s + 32 * j + r * 4 + k] =
+                        o[160 + 192 * (s / 2) + 64 * j + 32 * (s % 2) + r * 4 + k] =
                             uint8_t(level(e) | ((level(16 * s + 12 + k) >> (2 * j)) & 3) << 6);
                     }
             for (int s = 0; s < 16; s++) o[(s / 2) * 16 + r * 2 + s % 2] = uint8_t(b.scales[s]);
@@ -265,10 +265,10 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
                             ((load64(b.qh + 32 * h + 8 * w) >> (2 * u)) & k_low_pairs) << 4;
                 for (int half = 0; half < 2; half++) {
                     const uint32_t g3 = uint32_t(lv[2 * half + 1] >> 32);
-                    uint8_t* oh = o + 160 + 192 * c + 96 * half + 4 * r;
+                    uint8_t* oh = o + 160 + 192 * c + 32 * half + 4 * r;
                     for (int j = 0; j < 3; j++) {
                         const uint32_t g = uint32_t(lv[2 * half + j / 2] >> (32 * (j % 2)));
-                        store32(oh + 32 * j, g | ((g3 >> (2 * j)) & 0x03030303u) << 6);
+                        store32(oh + 64 * j, g | ((g3 >> (2 * j)) & 0x03030303u) << 6);
                     }
                 }
             }

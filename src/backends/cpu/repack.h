@@ -16,9 +16,11 @@
 //     vectors (low 4 bits), then qh[8 r][4 k] @+128 with bit 2v = bit 4 of element 32s + 8v + k and bit
 //     2v + 1 = bit 4 of element 32s + 8v + 4 + k.
 //   Q6_K x8, per super-block (1696 bytes): scales[8 c][8 r][2 h] int8 @0 (sub-block 2c + h), d[8 r] f16 @128
-//     (16 zero bytes after); 16-element sub-block s @160 + 96 s: with L(g) the 6-bit level of element
-//     16s + 4g + k of row r, byte (r, k) of vector j @+32 j (j < 3) holds L(j) in bits 0-5 and bits 2j, 2j + 1
-//     of L(3) in bits 6-7 (session 11: 11 vector operations unpack a sub-block, 17 before).
+//     (16 zero bytes after); sub-blocks 2c and 2c + 1 (16 elements each) @160 + 192 c, vector by vector: with
+//     L(g) the 6-bit level of element 16s + 4g + k of row r, byte (r, k) of vector j (j < 3) of sub-block
+//     s = 2c + h @+64 j + 32 h holds L(j) in bits 0-5 and bits 2j, 2j + 1 of L(3) in bits 6-7 (session 11: 11
+//     vector operations unpack a sub-block, 17 before; session 17: vector j of both sub-blocks in one 64-byte
+//     piece, one AVX-512 load).
 //   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
 //     d[2 b][8 r] f16 @0, block b @32 + 256 b: [8 v][8 r][4 k] int8 element 4v + k of row r.
 //   Q4_0 x8, per pair of blocks (288 bytes): d[2 b][8 r] f16 @0, block b @32 + 128 b: [4 v][8 r][4 k]

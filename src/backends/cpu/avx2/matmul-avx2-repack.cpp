@@ -155,10 +155,10 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             for (int h = 0; h < 2; h++) {
                 for (int g = 0; g < G; g++) {
                     const __m256i sc = _mm256_shuffle_epi8(spair[g], h ? sc_hi : sc_lo);
-                    const uint8_t* v = b[g] + 160 + 192 * c + 96 * h;
+                    const uint8_t* v = b[g] + 160 + 192 * c + 32 * h;
                     const __m256i p0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
-                    const __m256i p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32));
-                    const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64));
+                    const __m256i p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64));
+                    const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
                     // Level vector 3: bits 6-7 of p0, p1, p2 are its bits 0-1, 2-3, 4-5; shifted in 16-bit lanes
                     // after the mask, so no bit crosses into the neighbouring byte.
                     const __m256i t = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p0, mc0), 4),

@@ -212,11 +212,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             for (int g = 0; g < G; g++) {
                 const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i64x4(spair[g]), sc_mask);
                 const uint8_t* v = b[g] + 160 + 192 * c;
-                __m512i p[3];
-                for (int k = 0; k < 3; k++)
-                    p[k] = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 32 * k))),
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 96 + 32 * k)), 1);
+                const __m512i p[3] = {load_pair(v), load_pair(v + 64), load_pair(v + 128)};
                 // Level vector 3 from bits 6-7 of p0, p1, p2 (its bits 0-1, 2-3, 4-5), as the AVX2 kernel.
                 __m512i top;
                 if constexpr (GF) {
