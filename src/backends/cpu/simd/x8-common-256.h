@@ -8,9 +8,10 @@
 // Kernel policy K of the drivers: K::type (the weight format) and
 //   K::run<NT, G>(gp, a, tok, y, o0, n_out)
 // the dot products of NT tokens (tok[0..NT), results to y[j][o0[g] + r]) with G groups (gp[0..G)) of 8 rows, rows
-// below n_out only; NT == 1 or G == 1. Contract shared by every kernel: each row's operations do not depend on NT
-// or G, so decode (NT 1, G streams) and prefill (NT up to 4, G 1) give the same bits for a token (the
-// batch-invariance rule of avx2/gemm-avx2.h).
+// below n_out only; NT == 1 or G == 1, unless the policy sets K::prefill_groups (G groups per prefill call, NT up to 4
+// with them). Contract shared by every kernel: each row's operations do not depend on NT or G, so decode (NT 1, G
+// streams) and prefill (NT up to 4, G 1 or K::prefill_groups) give the same bits for a token (the batch-invariance
+// rule of avx2/gemm-avx2.h).
 #pragma once
 
 #include <immintrin.h>
@@ -105,8 +106,10 @@ void walk_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
 }
 
 // Entry points. Decode (gemv_x8_fn): one token over groups [g0, g1). Prefill (gemm_x8_fn): tokens [t0, t1)
-// over groups [g0, g1), group by group, the tokens in tiles of k_x8_max_tokens while the group's bytes stay
-// in L1/L2; a last partial tile runs a smaller instantiation (each token's result is the same either way).
+// over groups [g0, g1), group by group (or K::prefill_groups at a time: a tile's activation vectors, which the
+// AVX-512 kernels permute into place per use, then serve two groups), the tokens in tiles of k_x8_max_tokens while
+// the groups' bytes stay in L1/L2; a last partial tile or group runs a smaller instantiation (each token's result is
+// the same either way).
 template <class K>
 void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
              int64_t g0, int64_t g1) {
@@ -130,14 +133,28 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     walk_x8<K, 1>(packed, group_bytes, a, t, y, n_out, g0, g1 - g0);
 }
 
+// Groups per prefill call of K::run: K::prefill_groups where the policy sets it, else 1.
+template <class K>
+constexpr int prefill_groups() {
+    if constexpr (requires { K::prefill_groups; })
+        return K::prefill_groups;
+    else
+        return 1;
+}
+
 template <class K>
 void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
              int64_t n_out, int64_t g0, int64_t g1) {
-    constexpr int NT = k_x8_max_tokens;
+    constexpr int NT = k_x8_max_tokens, PG = prefill_groups<K>();
     static_assert(NT >= 2 && NT <= 4, "the remainder below covers 1..3 tokens");
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        const int64_t o0 = g * 8;
+    for (int64_t g = g0; g < g1; g += PG) {
+        const int ng = int(g1 - g < PG ? g1 - g : PG);
+        const uint8_t* gp[PG];
+        int64_t o0[PG];
+        for (int i = 0; i < ng; i++) {
+            gp[i] = packed + size_t(g + i) * group_bytes;
+            o0[i] = (g + i) * 8;
+        }
         int64_t tok[NT];
         float* yt[NT];
         int64_t t = t0;
@@ -147,14 +164,20 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
                 tok[j] = t + j;
                 yt[j] = y + (t + j) * n_out;
             }
-            if (n == NT)
-                K::template run<NT, 1>(&gp, a, tok, yt, &o0, n_out);
-            else if (n == 3)
-                K::template run<(3 < NT ? 3 : 1), 1>(&gp, a, tok, yt, &o0, n_out);
-            else if (n == 2)
-                K::template run<2, 1>(&gp, a, tok, yt, &o0, n_out);
-            else
-                K::template run<1, 1>(&gp, a, tok, yt, &o0, n_out);
+            if (n == NT && ng == PG) {
+                K::template run<NT, PG>(gp, a, tok, yt, o0, n_out);
+                continue;
+            }
+            for (int i = 0; i < ng; i++) {
+                if (n == NT)
+                    K::template run<NT, 1>(gp + i, a, tok, yt, o0 + i, n_out);
+                else if (n == 3)
+                    K::template run<(3 < NT ? 3 : 1), 1>(gp + i, a, tok, yt, o0 + i, n_out);
+                else if (n == 2)
+                    K::template run<2, 1>(gp + i, a, tok, yt, o0 + i, n_out);
+                else
+                    K::template run<1, 1>(gp + i, a, tok, yt, o0 + i, n_out);
+            }
         }
     }
 }
