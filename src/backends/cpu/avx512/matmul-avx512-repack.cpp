@@ -268,7 +268,9 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
             else
                 pick4<1, 0, 2, 4, 6>(quads(q[j] + ib * 32), x[j]);
         }
-        // Q8_0: even and odd pairs in two sums, so its four vpdpbusd per block are two chains of two.
+        // Q8_0 with fewer than 4 (group, token) chains: even and odd pairs in two sums, so its four vpdpbusd per block
+        // are two chains of two; with 4 or more (prefill tiles) one sum each, which saves the add of the two.
+        constexpr bool split = !q4 && NT * G < 4;
         __m512i sum[G][NT], sum2[G][NT];
         for (int g = 0; g < G; g++)
             for (int j = 0; j < NT; j++) sum[g][j] = sum2[g][j] = _mm512_setzero_si512();
@@ -282,7 +284,7 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
                 } else {
                     const __m512i u = _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
                     for (int j = 0; j < NT; j++) {
-                        if (i % 2)
+                        if (split && i % 2)
                             sum2[g][j] = _mm512_dpbusd_epi32(sum2[g][j], u, x[j][i]);
                         else
                             sum[g][j] = _mm512_dpbusd_epi32(sum[g][j], u, x[j][i]);
@@ -290,12 +292,13 @@ void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* to
                 }
             }
         }
+        __m256i bias[NT];  // the offset times the block's activation sum, per token
+        for (int j = 0; j < NT; j++) bias[j] = _mm256_set1_epi32(offset * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1]));
         for (int g = 0; g < G; g++) {
             const __m256 dw = load_8_f16(gp[g] + pair + (ib % 2) * 16);
             for (int j = 0; j < NT; j++) {
                 const __m256i net =
-                    _mm256_sub_epi32(fold(q4 ? sum[g][j] : _mm512_add_epi32(sum[g][j], sum2[g][j])),
-                                     _mm256_set1_epi32(offset * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1])));
+                    _mm256_sub_epi32(fold(split ? _mm512_add_epi32(sum[g][j], sum2[g][j]) : sum[g][j]), bias[j]);
                 acc[g][j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net),
                                                     _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j][ib % 2]);
             }
