@@ -1,0 +1,350 @@
+// AVX-512 (F, BW, VL, VNNI) kernels of the interleaved x8 layouts (repack.h), decode and prefill, and the kernel set
+// they make (k_x8_set). Compiled once per translation unit with that unit's target flags, like simd/x8-common-256.h
+// (everything here has internal linkage): matmul-avx512-repack.cpp (isa::avx512) and matmul-avx512-gfni.cpp
+// (isa::avx512_gfni, the only unit built with -mgfni, so no GFNI instruction can reach the plain set). Same layouts and
+// the same per-row arithmetic as the AVX2 ones (avx2/matmul-avx2-repack.cpp), on 512-bit vectors: one load takes
+// two consecutive 32-byte vectors of a group (8 rows x 4 weight bytes each), and the activation quads they meet
+// are put in the two 256-bit halves by one vpermd of the block's 32 activation bytes (made once per token and
+// block, shared by the G groups of a decode pass). VNNI does the u8 x s8 dot straight into int32 (vpdpbusd: Q8_0
+// as w + 128 against q, less 128 * sum(q); Q4_0) or fuses the scale multiply with the accumulation of the int16
+// pair sums (vpdpwssd: Q4_K, Q5_K, Q6_K). Each row's int32 sum of a block is the two halves added; the integer
+// sums are exact and the float operations after them are those of the AVX2 kernels, so the results are the AVX2
+// path's bit for bit (tests/unit/cpu-matmul-test.cpp checks it), and, as there, the same for every NT and G.
+// Half the vector instructions per weight byte of the AVX2 kernels or fewer (Q8_0: 3 per 64 bytes against 14). On
+// session 15's AMD Zen 5 (one core reads ~30 GB/s), in-cache products ran 1.4-1.9x the AVX2 kernels' speed and the
+// decode from DRAM Q5_K +8-15 %, Q4_K / Q6_K 0-6 %, Q4_0 equal; the Q8_0 decode 5-10 % slower (cause not found:
+// its loads are the AVX2 kernel's), so the set takes AVX2's Q8_0 decode and keeps this one for Q8_0 prefill.
+// Two sets: isa::avx512, and isa::avx512_gfni, whose K-quant kernels take their bit fields out with GFNI affine
+// transforms (gf2p8affineqb: a Q4_K / Q5_K high nibble in one instruction instead of a shift and a mask, Q6_K's
+// fourth level vector in four instead of seven), same bits. On session 17's AMD Zen 4 (512-bit operations in two
+// halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with GFNI, which brought them level with the
+// AVX2 kernels; the plain set stays for AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake).
+// A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K / Q5_K pairs start 32 bytes into a cache line every
+// other time: on session 17's Zen 4 the two aligned halves joined by vinserti64x4 (the form before) ran 10-19 %
+// slower in cache and 3-13 % slower in prefill, and the decode from DRAM was equal. (Session 15's Zen 5 measured the
+// one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
+#pragma once
+
+#include "backends/cpu/avx512/avx512-common.h"
+#include "backends/cpu/simd/x8-common-256.h"
+
+namespace memtile::cpu::avx2 {
+// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp) and the Q8_0 decode (avx2/matmul-avx2-repack.cpp), declared
+// here rather than through avx2-common.h so that no AVX2 header code is compiled with the AVX-512 flags.
+void gemv_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemv_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemv_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t,
+                   int64_t);
+void gemv_x8_q8_0(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
+}  // namespace memtile::cpu::avx2
+
+namespace memtile::cpu::avx512 {
+namespace {
+
+using simd_x8::load_8_f16;
+using simd_x8::q45_k_min_sum;
+using simd_x8::q45k_masks;
+using simd_x8::store_rows;
+using simd_x8::token_rows;
+
+// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned), as one load (see the top).
+__m512i load_pair(const uint8_t* p) {
+    return _mm512_loadu_si512(p);
+}
+
+// The 8 activation quads at p (32 bytes) in the low half of a vector, for pick().
+__m512i quads(const int8_t* p) {
+    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Quad lo of `quads` in every dword of the low half, quad hi in every dword of the high half.
+template <int lo, int hi>
+__m512i pick(__m512i quads) {
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi),
+                                    quads);
+}
+
+// x[i] = pick<l_i, l_i + gap>: the four pairs of quads a block's four register pairs of weights meet.
+template <int gap, int l0, int l1, int l2, int l3>
+void pick4(__m512i quads, __m512i* x) {
+    x[0] = pick<l0, l0 + gap>(quads);
+    x[1] = pick<l1, l1 + gap>(quads);
+    x[2] = pick<l2, l2 + gap>(quads);
+    x[3] = pick<l3, l3 + gap>(quads);
+}
+
+// Row r's int32 sum of the two halves in dword r.
+__m256i fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+__m512i and8(__m512i v, int mask) {
+    return _mm512_and_si512(v, _mm512_set1_epi8(char(mask)));
+}
+
+// The high nibble of every byte, (v >> 4) & 15: one GF(2) affine transform with GFNI, a shift and a mask without.
+template <bool GF>
+__m512i high_nibbles(__m512i v) {
+    if constexpr (GF)
+        return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(0x1020408000000000), 0);
+    else
+        return and8(_mm512_srli_epi16(v, 4), 0x0f);
+}
+
+// Bits 6-7 of every byte moved to bits `to` and `to` + 1, the other bits zero (Q6_K's fourth level vector).
+template <int to>
+__m512i top_pair_gf(__m512i v) {
+    constexpr uint64_t m = (uint64_t(0x40) << (8 * (7 - to))) | (uint64_t(0x80) << (8 * (6 - to)));
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(m)), 0);
+}
+
+// 16-bit shift left by n (right by -n), as the AVX2 kernels' shift_bits.
+__m512i shift_bits(__m512i v, int n) {
+    return n > 0 ? _mm512_slli_epi16(v, unsigned(n)) : n < 0 ? _mm512_srli_epi16(v, unsigned(-n)) : v;
+}
+
+// Q4_K (high_bit false) and Q5_K (true); layout and arithmetic of the AVX2 q45_k_x8. Sub-block s's 4 nibble vectors
+// come as two pairs; the low nibbles of pair i are the levels of groups 4i and 4i + 2, the high ones 4i + 1 and
+// 4i + 3 (group g: elements 32s + 4g + k). Q5_K: group g's fifth bit is bit g of the qh vector; the high half of
+// qh2 is qh shifted right by 2, so one shift by 4 - g serves groups g and g + 2. The int16 sums of a sub-block hold
+// 4 maddubs per lane (4 * 2 * 31 * 127 = 31496 for Q5_K), so one vpdpwssd with the scales per sub-block.
+template <bool high_bit, bool GF, int NT, int G>
+void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+              int64_t n_out) {
+    constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
+    const int64_t nb = a.n_in / 256;
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
+    const auto [sc_even, sc_odd] = q45k_masks();
+    const __m512i sc_mask[2] = {_mm512_broadcast_i64x4(sc_even), _mm512_broadcast_i64x4(sc_odd)};
+    __m256 acc[G][NT];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* b[G];
+        __m512i isum[G][NT];
+        for (int g = 0; g < G; g++) {
+            b[g] = gp[g] + ib * bytes;
+            for (int j = 0; j < NT; j++) isum[g][j] = _mm512_setzero_si512();
+        }
+        for (int s = 0; s < 8; s++) {
+            __m512i x[NT][4];
+            for (int j = 0; j < NT; j++) {
+                pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 256 + 32 * s), x[j]);
+            }
+            for (int g = 0; g < G; g++) {
+                const __m512i sc = _mm512_shuffle_epi8(
+                    _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * (s / 2)))),
+                    sc_mask[s % 2]);
+                const uint8_t* v = b[g] + 160 + stride * s;
+                const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
+                __m512i lv[4] = {and8(p0, 0x0f), high_nibbles<GF>(p0), and8(p1, 0x0f), high_nibbles<GF>(p1)};
+                if constexpr (high_bit) {
+                    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
+                    const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                    const __m512i bit4 = _mm512_set1_epi8(0x10);
+                    constexpr int first_group[4] = {0, 1, 4, 5};
+                    // lv | (shifted & 0x10)
+                    for (int i = 0; i < 4; i++)
+                        lv[i] = _mm512_ternarylogic_epi32(lv[i], shift_bits(qh2, 4 - first_group[i]), bit4, 0xf8);
+                }
+                for (int j = 0; j < NT; j++) {
+                    const __m512i s16 = _mm512_add_epi16(
+                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[0], x[j][0]), _mm512_maddubs_epi16(lv[1], x[j][1])),
+                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[2], x[j][2]), _mm512_maddubs_epi16(lv[3], x[j][3])));
+                    isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], s16, sc);
+                }
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
+            for (int j = 0; j < NT; j++) {
+                const __m256i msum = q45_k_min_sum(b[g], bs[j] + ib * 16);
+                const __m256 da = _mm256_set1_ps(d[j][ib]);
+                acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(isum[g][j])), _mm256_mul_ps(dw, da), acc[g][j]);
+                acc[g][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[g][j]);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(acc[g][j], y[j], o0[g], n_out);
+}
+
+// Q6_K; layout and arithmetic of the AVX2 q6_k_x8. The two 16-element sub-blocks 2c and 2c + 1 go side by side:
+// vector k (k < 3) of both in one register (low half 2c), their scales in the matching halves.
+template <bool GF, int NT, int G>
+void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+             int64_t n_out) {
+    constexpr int64_t bytes = 1696;
+    const int64_t nb = a.n_in / 256;
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
+    // Low half: the int16 scale of sub-block 2c (lane 0 of each dword of spair) in both lanes of the dword; high
+    // half: that of 2c + 1 (lane 1).
+    const __m256i sc_lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,  //
+                                           0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m512i sc_mask =
+        _mm512_inserti64x4(_mm512_castsi256_si512(sc_lo), _mm256_add_epi8(sc_lo, _mm256_set1_epi8(2)), 1);
+    __m256 acc[G][NT];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t* b[G];
+        __m512i isum[G][NT];
+        __m256i off[G][NT];
+        for (int g = 0; g < G; g++) {
+            b[g] = gp[g] + ib * bytes;
+            for (int j = 0; j < NT; j++) {
+                isum[g][j] = _mm512_setzero_si512();
+                off[g][j] = _mm256_setzero_si256();
+            }
+        }
+        for (int c = 0; c < 8; c++) {
+            __m256i spair[G];
+            for (int g = 0; g < G; g++)
+                spair[g] = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * c)));
+            __m512i x[NT][4];
+            for (int j = 0; j < NT; j++) {
+                int32_t bpair;
+                std::memcpy(&bpair, bs[j] + ib * 16 + 2 * c, 4);
+                for (int g = 0; g < G; g++)
+                    off[g][j] = _mm256_add_epi32(off[g][j], _mm256_madd_epi16(spair[g], _mm256_set1_epi32(bpair)));
+                pick4<4, 0, 1, 2, 3>(quads(q[j] + ib * 256 + 32 * c), x[j]);
+            }
+            for (int g = 0; g < G; g++) {
+                const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i64x4(spair[g]), sc_mask);
+                const uint8_t* v = b[g] + 160 + 192 * c;
+                const __m512i p[3] = {load_pair(v), load_pair(v + 64), load_pair(v + 128)};
+                // Level vector 3 from bits 6-7 of p0, p1, p2 (its bits 0-1, 2-3, 4-5), as the AVX2 kernel.
+                __m512i top;
+                if constexpr (GF) {
+                    top = _mm512_ternarylogic_epi32(top_pair_gf<0>(p[0]), top_pair_gf<2>(p[1]), top_pair_gf<4>(p[2]),
+                                                    0xfe);
+                } else {
+                    const __m512i t =
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(and8(p[0], 0xc0), 4),
+                                                  _mm512_srli_epi16(and8(p[1], 0xc0), 2), and8(p[2], 0xc0), 0xfe);
+                    top = _mm512_srli_epi16(t, 2);
+                }
+                const __m512i lv[4] = {and8(p[0], 0x3f), and8(p[1], 0x3f), and8(p[2], 0x3f), top};
+                for (int j = 0; j < NT; j++) {
+                    const __m512i s0 =
+                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[0], x[j][0]), _mm512_maddubs_epi16(lv[1], x[j][1]));
+                    const __m512i s1 =
+                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[2], x[j][2]), _mm512_maddubs_epi16(lv[3], x[j][3]));
+                    isum[g][j] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[g][j], s0, sc), s1, sc);
+                }
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(b[g] + 128);
+            for (int j = 0; j < NT; j++) {
+                const __m256i net = _mm256_sub_epi32(fold(isum[g][j]), _mm256_slli_epi32(off[g][j], 5));
+                acc[g][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j]);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(acc[g][j], y[j], o0[g], n_out);
+}
+
+// Q8_0 (pairs of blocks, 544 bytes) and Q4_0 (288); layouts and float arithmetic of the AVX2 q8_0_x8 / q4_0_x8.
+// Q8_0: vpdpbusd of w + 128 (w xor 0x80) against q, less 128 * sum(q) (the block's two activation group sums);
+// Q4_0: of the stored levels (w + 8) against q, less 8 * sum(q). The low nibbles of Q4_0's pair i are the
+// elements of quads 4i and 4i + 2 of the block, the high ones 4i + 1 and 4i + 3.
+template <bool q4, int NT, int G>
+void q8_0_q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+                  int64_t n_out) {
+    constexpr int64_t pair_bytes = q4 ? 288 : 544, block_bytes = q4 ? 128 : 256;
+    constexpr int32_t offset = q4 ? 8 : 128;
+    const int64_t nb = a.n_in / 32;
+    const auto& [q, d, bs] = token_rows<NT>(a, tok, 32);
+    __m256 acc[G][NT][2];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) acc[g][j][0] = acc[g][j][1] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const int64_t pair = (ib / 2) * pair_bytes, off = pair + 32 + (ib % 2) * block_bytes;
+        __m512i x[NT][4];
+        for (int j = 0; j < NT; j++) {
+            if constexpr (q4)
+                pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 32), x[j]);
+            else
+                pick4<1, 0, 2, 4, 6>(quads(q[j] + ib * 32), x[j]);
+        }
+        // Q8_0 with fewer than 4 (group, token) chains: even and odd pairs in two sums, so its four vpdpbusd per block
+        // are two chains of two; with 4 or more (prefill tiles) one sum each, which saves the add of the two.
+        constexpr bool split = !q4 && NT * G < 4;
+        __m512i sum[G][NT], sum2[G][NT];
+        for (int g = 0; g < G; g++)
+            for (int j = 0; j < NT; j++) sum[g][j] = sum2[g][j] = _mm512_setzero_si512();
+        for (int i = 0; i < 4; i += q4 ? 2 : 1) {
+            for (int g = 0; g < G; g++) {
+                const __m512i w = load_pair(gp[g] + off + (q4 ? 32 : 64) * i);
+                if constexpr (q4) {
+                    const __m512i lo = and8(w, 0x0f), hi = and8(_mm512_srli_epi16(w, 4), 0x0f);
+                    for (int j = 0; j < NT; j++)
+                        sum[g][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[g][j], lo, x[j][i]), hi, x[j][i + 1]);
+                } else {
+                    const __m512i u = _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
+                    for (int j = 0; j < NT; j++) {
+                        if (split && i % 2)
+                            sum2[g][j] = _mm512_dpbusd_epi32(sum2[g][j], u, x[j][i]);
+                        else
+                            sum[g][j] = _mm512_dpbusd_epi32(sum[g][j], u, x[j][i]);
+                    }
+                }
+            }
+        }
+        __m256i bias[NT];  // the offset times the block's activation sum, per token
+        for (int j = 0; j < NT; j++) bias[j] = _mm256_set1_epi32(offset * (int32_t(bs[j][2 * ib]) + bs[j][2 * ib + 1]));
+        for (int g = 0; g < G; g++) {
+            const __m256 dw = load_8_f16(gp[g] + pair + (ib % 2) * 16);
+            for (int j = 0; j < NT; j++) {
+                const __m256i net =
+                    _mm256_sub_epi32(fold(split ? _mm512_add_epi32(sum[g][j], sum2[g][j]) : sum[g][j]), bias[j]);
+                acc[g][j][ib % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net),
+                                                    _mm256_mul_ps(dw, _mm256_set1_ps(d[j][ib])), acc[g][j][ib % 2]);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
+}
+
+// The kernel policy of simd/x8-common-256.h's drivers for format T.
+template <dtype T, bool GF = false>
+struct x8 {
+    static constexpr dtype type = T;
+    // Prefill tiles of 4 tokens over two groups at once, so each activation permute serves both (session 17, Zen 4,
+    // 1 / 2 threads: TinyLlama Q8_0 pp64 +19 % / +33 %, Q4_K_M +4-10 %, Q6_K / Q5_K +6-8 %; three groups no better).
+    static constexpr int prefill_groups = 2;
+    template <int NT, int G>
+    static void run(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
+                    int64_t n) {
+        if constexpr (T == dtype::q4_k || T == dtype::q5_k)
+            q45_k_x8<T == dtype::q5_k, GF, NT, G>(gp, a, tok, y, o0, n);
+        else if constexpr (T == dtype::q6_k)
+            q6_k_x8<GF, NT, G>(gp, a, tok, y, o0, n);
+        else
+            q8_0_q4_0_x8<T == dtype::q4_0, NT, G>(gp, a, tok, y, o0, n);
+    }
+};
+
+using simd_x8::gemm_x8;
+using simd_x8::gemv_x8;
+
+// The set of the x8 and x32 layouts; GF: the K-quant kernels unpack with GFNI (only in a unit built with -mgfni).
+template <bool GF>
+const detail::repack_kernel_set k_x8_set = {
+    avx2::gemv_x8_q8_0,           gemv_x8<x8<dtype::q4_0, GF>>, gemv_x8<x8<dtype::q4_k, GF>>,
+    gemv_x8<x8<dtype::q5_k, GF>>, gemv_x8<x8<dtype::q6_k, GF>>, avx2::gemv_x32_f32,
+    avx2::gemv_x32_f16,           avx2::gemv_x32_bf16,          gemm_x8<x8<dtype::q8_0, GF>>,
+    gemm_x8<x8<dtype::q4_0, GF>>, gemm_x8<x8<dtype::q4_k, GF>>, gemm_x8<x8<dtype::q5_k, GF>>,
+    gemm_x8<x8<dtype::q6_k, GF>>, avx2::gemm_x32_f32,           avx2::gemm_x32_f16,
+    avx2::gemm_x32_bf16,
+};
+
+}  // namespace
+}  // namespace memtile::cpu::avx512
