@@ -12,11 +12,19 @@
 
 namespace memtile::cpu {
 
+// The squares are exact in double; eight partial sums break the chain of dependent additions (one chain took 2.9 us
+// for n = 2048 on session 17's Zen 4, ~1 % of a decode token over the 45 norms of TinyLlama). The order differs from
+// one sequential sum only below double precision, far under the float rounding of the scale.
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += double(x[i]) * x[i];
+    double part[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) part[k] += double(x[i + k]) * x[i + k];
+    double tail = 0;
+    for (; i < n; i++) tail += double(x[i]) * x[i];
+    const double ss = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])) + tail;
     const float scale = float(1.0 / std::sqrt(ss / double(n) + eps));
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+    for (int64_t j = 0; j < n; j++) out[j] = x[j] * scale * w[j];
 }
 
 void rope_angles(int n_rot, int pos, float freq_base, const float* freq_factors, float* cs) {
