@@ -101,6 +101,15 @@ __m512i top_pair_gf(__m512i v) {
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(m)), 0);
 }
 
+// Bit a of every byte in the low half and bit b in the high half moved to bit 4, the other bits zero (the Q5_K fifth
+// bits of a level vector pair; output bit i of gf2p8affineqb is the parity of matrix byte 7 - i and the input).
+template <int a, int b>
+__m512i fifth_bits(__m512i qh) {
+    const __m512i m = _mm512_inserti64x4(_mm512_set1_epi64(int64_t(uint64_t(1u << a) << 24)),
+                                         _mm256_set1_epi64x(int64_t(uint64_t(1u << b) << 24)), 1);
+    return _mm512_gf2p8affine_epi64_epi8(qh, m, 0);
+}
+
 // 16-bit shift left by n (right by -n), as the AVX2 kernels' shift_bits.
 __m512i shift_bits(__m512i v, int n) {
     return n > 0 ? _mm512_slli_epi16(v, unsigned(n)) : n < 0 ? _mm512_srli_epi16(v, unsigned(-n)) : v;
@@ -141,7 +150,16 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
                 const uint8_t* v = b[g] + 160 + stride * s;
                 const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
                 __m512i lv[4] = {and8(p0, 0x0f), high_nibbles<GF>(p0), and8(p1, 0x0f), high_nibbles<GF>(p1)};
-                if constexpr (high_bit) {
+                if constexpr (high_bit && GF) {
+                    // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
+                    const __m512i qh =
+                        _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
+                    lv[0] = _mm512_or_si512(lv[0], fifth_bits<0, 2>(qh));
+                    lv[1] = _mm512_or_si512(lv[1], fifth_bits<1, 3>(qh));
+                    lv[2] = _mm512_or_si512(lv[2], fifth_bits<4, 6>(qh));
+                    lv[3] = _mm512_or_si512(lv[3], fifth_bits<5, 7>(qh));
+                }
+                if constexpr (high_bit && !GF) {
                     const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
                     const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
                     const __m512i bit4 = _mm512_set1_epi8(0x10);
