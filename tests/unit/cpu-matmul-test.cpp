@@ -390,6 +390,23 @@ TEST(cpu_ops, swiglu_matches_scalar) {
             << "element " << i << " gate " << gate[i];
 }
 
+// rms_norm (partial sums in double) against one long-double sum on ragged lengths, rows with values of very different
+// magnitude included: within one float rounding of the reference, whatever the summation order.
+TEST(cpu_ops, rms_norm_matches_a_sequential_sum) {
+    for (int64_t n : {1, 7, 8, 9, 63, 64, 65, 1003, 2048}) {
+        std::vector<float> x = uniform(size_t(n), 21), w = uniform(size_t(n), 22), got(x.size());
+        for (int64_t i = 0; i < n; i++) x[size_t(i)] *= i % 5 == 0 ? 3.0e3f : 1.0e-2f;
+        rms_norm(x.data(), w.data(), got.data(), n, 1e-5f);
+        long double ss = 0;
+        for (float v : x) ss += static_cast<long double>(v) * v;
+        const float scale = float(1.0L / std::sqrt(ss / n + 1e-5L));
+        for (int64_t i = 0; i < n; i++) {
+            const float want = x[size_t(i)] * scale * w[size_t(i)];
+            EXPECT_NEAR(got[size_t(i)], want, 2.5e-7f * std::fabs(want)) << "n " << n << " element " << i;
+        }
+    }
+}
+
 // matmul_multi gives each product exactly what matmul gives it alone: shared activations (Q4_K with Q6_K),
 // different activation formats (with Q8_0 and F16), repacked and original layouts mixed, ragged row counts.
 TEST(cpu_matmul_multi, equals_separate_calls) {

@@ -16,9 +16,10 @@
 // its loads are the AVX2 kernel's), so the set takes AVX2's Q8_0 decode and keeps this one for Q8_0 prefill.
 // Two sets: isa::avx512, and isa::avx512_gfni, whose K-quant kernels take their bit fields out with GFNI affine
 // transforms (gf2p8affineqb: a Q4_K / Q5_K high nibble in one instruction instead of a shift and a mask, Q6_K's
-// fourth level vector in four instead of seven), same bits. On session 17's AMD Zen 4 (512-bit operations in two
-// halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with GFNI, which brought them level with the
-// AVX2 kernels; the plain set stays for AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake).
+// fourth level vector in four instead of seven, Q5_K's fifth bits of a vector pair in one), same bits. On session
+// 17's AMD Zen 4 (512-bit operations in two halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with
+// GFNI, which brought them level with the AVX2 kernels (session 18's fifth bits: Q5_K another +6 %); the plain set
+// stays for AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake).
 // A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K / Q5_K pairs start 32 bytes into a cache line every
 // other time: on session 17's Zen 4 the two aligned halves joined by vinserti64x4 (the form before) ran 10-19 %
 // slower in cache and 3-13 % slower in prefill, and the decode from DRAM was equal. (Session 15's Zen 5 measured the
