@@ -6,24 +6,23 @@
 // two consecutive 32-byte vectors of a group (8 rows x 4 weight bytes each), and the activation quads they meet
 // are put in the two 256-bit halves by one vpermd of the block's 32 activation bytes (made once per token and
 // block, shared by the G groups of a decode pass). VNNI does the u8 x s8 dot straight into int32 (vpdpbusd: Q8_0
-// as w + 128 against q, less 128 * sum(q); Q4_0) or fuses the scale multiply with the accumulation of the int16
-// pair sums (vpdpwssd: Q4_K, Q5_K, Q6_K). Each row's int32 sum of a block is the two halves added; the integer
-// sums are exact and the float operations after them are those of the AVX2 kernels, so the results are the AVX2
-// path's bit for bit (tests/unit/cpu-matmul-test.cpp checks it), and, as there, the same for every NT and G.
-// Half the vector instructions per weight byte of the AVX2 kernels or fewer (Q8_0: 3 per 64 bytes against 14). On
-// session 15's AMD Zen 5 (one core reads ~30 GB/s), in-cache products ran 1.4-1.9x the AVX2 kernels' speed and the
-// decode from DRAM Q5_K +8-15 %, Q4_K / Q6_K 0-6 %, Q4_0 equal; the Q8_0 decode 5-10 % slower (cause not found:
-// its loads are the AVX2 kernel's), so the set takes AVX2's Q8_0 decode and keeps this one for Q8_0 prefill.
-// Two sets: isa::avx512, and isa::avx512_gfni, whose K-quant kernels take their bit fields out with GFNI affine
-// transforms (gf2p8affineqb: a Q4_K / Q5_K high nibble in one instruction instead of a shift and a mask, Q6_K's
-// fourth level vector in four instead of seven, Q5_K's fifth bits of a vector pair in one), same bits. On session
-// 17's AMD Zen 4 (512-bit operations in two halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with
-// GFNI, which brought them level with the AVX2 kernels (session 18's fifth bits: Q5_K another +6 %); the plain set
-// stays for AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake).
-// A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K / Q5_K pairs start 32 bytes into a cache line every
-// other time: on session 17's Zen 4 the two aligned halves joined by vinserti64x4 (the form before) ran 10-19 %
-// slower in cache and 3-13 % slower in prefill, and the decode from DRAM was equal. (Session 15's Zen 5 measured the
-// one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
+// as w + 128 against q, less 128 * sum(q); Q4_0; Q4_K per sub-block, see q4_k_isums) or fuses the scale multiply
+// with the accumulation of the int16 pair sums (vpdpwssd: Q4_K, Q5_K, Q6_K). Each row's int32 sum of a block is the two
+// halves added; the integer sums are exact and the float operations after them are those of the AVX2 kernels, so the
+// results are the AVX2 path's bit for bit (tests/unit/cpu-matmul-test.cpp checks it), and, as there, the same for every
+// NT and G. Half the vector instructions per weight byte of the AVX2 kernels or fewer (Q8_0: 3 per 64 bytes against
+// 14). On session 15's AMD Zen 5 (one core reads ~30 GB/s), in-cache products ran 1.4-1.9x the AVX2 kernels' speed and
+// the decode from DRAM Q5_K +8-15 %, Q4_K / Q6_K 0-6 %, Q4_0 equal; the Q8_0 decode 5-10 % slower (cause not found: its
+// loads are the AVX2 kernel's), so the set takes AVX2's Q8_0 decode and keeps this one for Q8_0 prefill. Two sets:
+// isa::avx512, and isa::avx512_gfni, whose K-quant kernels take their bit fields out with GFNI affine transforms
+// (gf2p8affineqb: a Q4_K / Q5_K high nibble in one instruction instead of a shift and a mask, Q6_K's fourth level
+// vector in four instead of seven, Q5_K's fifth bits of a vector pair in one), same bits. On session 17's AMD Zen 4
+// (512-bit operations in two halves) in-cache products ran +5-7 % (Q4_K, Q5_K) and +6-12 % (Q6_K) with GFNI, which
+// brought them level with the AVX2 kernels (session 18's fifth bits: Q5_K another +6 %); the plain set stays for
+// AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake). A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K
+// / Q5_K pairs start 32 bytes into a cache line every other time: on session 17's Zen 4 the two aligned halves joined
+// by vinserti64x4 (the form before) ran 10-19 % slower in cache and 3-13 % slower in prefill, and the decode from DRAM
+// was equal. (Session 15's Zen 5 measured the one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
 #pragma once
 
 #include "backends/cpu/avx512/avx512-common.h"
@@ -116,19 +115,138 @@ __m512i shift_bits(__m512i v, int n) {
     return n > 0 ? _mm512_slli_epi16(v, unsigned(n)) : n < 0 ? _mm512_srli_epi16(v, unsigned(-n)) : v;
 }
 
-// Q4_K (high_bit false) and Q5_K (true); layout and arithmetic of the AVX2 q45_k_x8. Sub-block s's 4 nibble vectors
-// come as two pairs; the low nibbles of pair i are the levels of groups 4i and 4i + 2, the high ones 4i + 1 and
-// 4i + 3 (group g: elements 32s + 4g + k). Q5_K: group g's fifth bit is bit g of the qh vector; the high half of
-// qh2 is qh shifted right by 2, so one shift by 4 - g serves groups g and g + 2. The int16 sums of a sub-block hold
-// 4 maddubs per lane (4 * 2 * 31 * 127 = 31496 for Q5_K), so one vpdpwssd with the scales per sub-block.
+// Q4_K super-block ib's scaled integer sums, added to isum[g][j] (the same integers as the maddubs / vpdpwssd form of
+// q45_k_x8 below, so the same bits): per sub-block and row the 4 nibble vectors go straight into int32 by vpdpbusd
+// (16 levels x activations per dword: |sum| <= 16 * 15 * 128 < 2^15, so the dword's low int16 is the sum), then one
+// vpdpwssd multiplies it by the scale. One token (decode): the sums of sub-blocks 2p and 2p + 1 share one vpdpwssd,
+// the second one's low int16 moved into the high half of each dword (shift and word blend) against scale pairs.
+// Several tokens (prefill tiles): one vpdpwssd per sub-block, the scale in the dword's low int16 and zero in the high
+// one (the sign extension there then adds nothing), which keeps the tile's registers as many as before. Per
+// sub-block, group and token 4 + 1 multiplies and no adds instead of 4 maddubs, 3 adds and a vpdpwssd. Session 19,
+// Zen 4, 1 thread, old and new binaries alternated 3 times: in cache (`matrix 2048 256`) 47.6-48.9 -> 59.2-60.0 GB/s
+// per CPU-second with GFNI, 43.4-45.6 -> 56.2-57.8 without; TinyLlama Q4_K_M pp64 91.8-99.0 -> 101.4-105.5 tok/s;
+// the decode from DRAM within that VM's phase-to-phase spread (docs/cpu.md).
+template <bool GF, int NT, int G>
+void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m512i (&isum)[G][NT]) {
+    constexpr char z = char(0x80);
+    // Rows 0-3 in 128-bit lanes 0 and 2, rows 4-7 in lanes 1 and 3 (the two 256-bit halves hold the same 8 rows).
+    // pair: row r's scales of sub-blocks 2p (byte r of the 16 at b + 16 p) and 2p + 1 (byte 8 + r) as the dword's
+    // two int16; half h: sub-block 2p + h's scale as its low int16.
+    const __m512i pair = _mm512_broadcast_i64x4(_mm256_setr_epi8(0, z, 8, z, 1, z, 9, z, 2, z, 10, z, 3, z, 11, z,  //
+                                                                 4, z, 12, z, 5, z, 13, z, 6, z, 14, z, 7, z, 15, z));
+    const __m256i low = _mm256_setr_epi8(0, z, z, z, 1, z, z, z, 2, z, z, z, 3, z, z, z,  //
+                                         4, z, z, z, 5, z, z, z, 6, z, z, z, 7, z, z, z);
+    const __m512i half[2] = {_mm512_broadcast_i64x4(low),
+                             _mm512_broadcast_i64x4(_mm256_add_epi8(low, _mm256_set1_epi8(8)))};
+    // Sub-block s's 4 level vectors (the low and high nibbles of its two vector pairs, in the order of pick4's x).
+    auto levels = [](const uint8_t* v, __m512i* lv) {
+        const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
+        lv[0] = and8(p0, 0x0f);
+        lv[1] = high_nibbles<GF>(p0);
+        lv[2] = and8(p1, 0x0f);
+        lv[3] = high_nibbles<GF>(p1);
+    };
+    // The levels against the activation pairs x, as int32 per dword.
+    auto dot = [](const __m512i* lv, const __m512i* x) {
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv[0], x[0]);
+        t = _mm512_dpbusd_epi32(t, lv[1], x[1]);
+        t = _mm512_dpbusd_epi32(t, lv[2], x[2]);
+        return _mm512_dpbusd_epi32(t, lv[3], x[3]);
+    };
+    auto scales = [&](int g, int p, __m512i mask) {
+        return _mm512_shuffle_epi8(
+            _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * p))), mask);
+    };
+    for (int p = 0; p < 4; p++) {
+        if constexpr (NT == 1) {
+            __m512i part[2][G];
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * p + h;
+                __m512i x[4];
+                pick4<2, 0, 1, 4, 5>(quads(q[0] + ib * 256 + 32 * s), x);
+                for (int g = 0; g < G; g++) {
+                    __m512i lv[4];
+                    levels(b[g] + 160 + 128 * s, lv);
+                    part[h][g] = dot(lv, x);
+                }
+            }
+            for (int g = 0; g < G; g++) {
+                const __m512i w = _mm512_mask_blend_epi16(0xaaaaaaaau, part[0][g], _mm512_slli_epi32(part[1][g], 16));
+                isum[g][0] = _mm512_dpwssd_epi32(isum[g][0], w, scales(g, p, pair));
+            }
+        } else {
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * p + h;
+                __m512i x[NT][4];
+                for (int j = 0; j < NT; j++) pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 256 + 32 * s), x[j]);
+                for (int g = 0; g < G; g++) {
+                    const __m512i sc = scales(g, p, half[h]);
+                    __m512i lv[4];
+                    levels(b[g] + 160 + 128 * s, lv);
+                    for (int j = 0; j < NT; j++) isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], dot(lv, x[j]), sc);
+                }
+            }
+        }
+    }
+}
+
+// Q5_K super-block ib's scaled integer sums, added to isum[g][j]. Sub-block s's 4 nibble vectors come as two pairs;
+// the low nibbles of pair i are the levels of groups 4i and 4i + 2, the high ones 4i + 1 and 4i + 3 (group g:
+// elements 32s + 4g + k); group g's fifth bit is bit g of the qh vector (without GFNI: the high half of qh2 is qh
+// shifted right by 2, so one shift by 4 - g serves groups g and g + 2). The int16 sums of a sub-block hold 4 maddubs
+// per lane (4 * 2 * 31 * 127 = 31496), so one vpdpwssd with the scales per sub-block; the vpdpbusd form of Q4_K
+// would overflow the int16 half of a dword here (16 * 31 * 128).
+template <bool GF, int NT, int G>
+void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, const __m512i (&sc_mask)[2],
+                __m512i (&isum)[G][NT]) {
+    for (int s = 0; s < 8; s++) {
+        __m512i x[NT][4];
+        for (int j = 0; j < NT; j++) {
+            pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 256 + 32 * s), x[j]);
+        }
+        for (int g = 0; g < G; g++) {
+            const __m512i sc = _mm512_shuffle_epi8(
+                _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * (s / 2)))),
+                sc_mask[s % 2]);
+            const uint8_t* v = b[g] + 160 + 160 * s;
+            const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
+            __m512i lv[4] = {and8(p0, 0x0f), high_nibbles<GF>(p0), and8(p1, 0x0f), high_nibbles<GF>(p1)};
+            if constexpr (GF) {
+                // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
+                lv[0] = _mm512_or_si512(lv[0], fifth_bits<0, 2>(qh));
+                lv[1] = _mm512_or_si512(lv[1], fifth_bits<1, 3>(qh));
+                lv[2] = _mm512_or_si512(lv[2], fifth_bits<4, 6>(qh));
+                lv[3] = _mm512_or_si512(lv[3], fifth_bits<5, 7>(qh));
+            } else {
+                const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
+                const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                const __m512i bit4 = _mm512_set1_epi8(0x10);
+                constexpr int first_group[4] = {0, 1, 4, 5};
+                // lv | (shifted & 0x10)
+                for (int i = 0; i < 4; i++)
+                    lv[i] = _mm512_ternarylogic_epi32(lv[i], shift_bits(qh2, 4 - first_group[i]), bit4, 0xf8);
+            }
+            for (int j = 0; j < NT; j++) {
+                const __m512i s16 = _mm512_add_epi16(
+                    _mm512_add_epi16(_mm512_maddubs_epi16(lv[0], x[j][0]), _mm512_maddubs_epi16(lv[1], x[j][1])),
+                    _mm512_add_epi16(_mm512_maddubs_epi16(lv[2], x[j][2]), _mm512_maddubs_epi16(lv[3], x[j][3])));
+                isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], s16, sc);
+            }
+        }
+    }
+}
+
+// Q4_K (high_bit false) and Q5_K (true): layout of the AVX2 q45_k_x8, the integer sums above, the float arithmetic
+// (scales, min sums) of the AVX2 kernel.
 template <bool high_bit, bool GF, int NT, int G>
 void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
               int64_t n_out) {
-    constexpr int64_t bytes = high_bit ? 1440 : 1184, stride = high_bit ? 160 : 128;
+    constexpr int64_t bytes = high_bit ? 1440 : 1184;
     const int64_t nb = a.n_in / 256;
     const auto& [q, d, bs] = token_rows<NT>(a, tok, 256);
     const auto [sc_even, sc_odd] = q45k_masks();
-    const __m512i sc_mask[2] = {_mm512_broadcast_i64x4(sc_even), _mm512_broadcast_i64x4(sc_odd)};
+    const __m512i sc_mask[2] = {_mm512_broadcast_i64x4(sc_even), _mm512_broadcast_i64x4(sc_odd)};  // Q5_K
     __m256 acc[G][NT];
     for (int g = 0; g < G; g++)
         for (int j = 0; j < NT; j++) acc[g][j] = _mm256_setzero_ps();
@@ -139,44 +257,10 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
             b[g] = gp[g] + ib * bytes;
             for (int j = 0; j < NT; j++) isum[g][j] = _mm512_setzero_si512();
         }
-        for (int s = 0; s < 8; s++) {
-            __m512i x[NT][4];
-            for (int j = 0; j < NT; j++) {
-                pick4<2, 0, 1, 4, 5>(quads(q[j] + ib * 256 + 32 * s), x[j]);
-            }
-            for (int g = 0; g < G; g++) {
-                const __m512i sc = _mm512_shuffle_epi8(
-                    _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * (s / 2)))),
-                    sc_mask[s % 2]);
-                const uint8_t* v = b[g] + 160 + stride * s;
-                const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
-                __m512i lv[4] = {and8(p0, 0x0f), high_nibbles<GF>(p0), and8(p1, 0x0f), high_nibbles<GF>(p1)};
-                if constexpr (high_bit && GF) {
-                    // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
-                    const __m512i qh =
-                        _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
-                    lv[0] = _mm512_or_si512(lv[0], fifth_bits<0, 2>(qh));
-                    lv[1] = _mm512_or_si512(lv[1], fifth_bits<1, 3>(qh));
-                    lv[2] = _mm512_or_si512(lv[2], fifth_bits<4, 6>(qh));
-                    lv[3] = _mm512_or_si512(lv[3], fifth_bits<5, 7>(qh));
-                }
-                if constexpr (high_bit && !GF) {
-                    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
-                    const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-                    const __m512i bit4 = _mm512_set1_epi8(0x10);
-                    constexpr int first_group[4] = {0, 1, 4, 5};
-                    // lv | (shifted & 0x10)
-                    for (int i = 0; i < 4; i++)
-                        lv[i] = _mm512_ternarylogic_epi32(lv[i], shift_bits(qh2, 4 - first_group[i]), bit4, 0xf8);
-                }
-                for (int j = 0; j < NT; j++) {
-                    const __m512i s16 = _mm512_add_epi16(
-                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[0], x[j][0]), _mm512_maddubs_epi16(lv[1], x[j][1])),
-                        _mm512_add_epi16(_mm512_maddubs_epi16(lv[2], x[j][2]), _mm512_maddubs_epi16(lv[3], x[j][3])));
-                    isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], s16, sc);
-                }
-            }
-        }
+        if constexpr (high_bit)
+            q5_k_isums<GF, NT, G>(b, q, ib, sc_mask, isum);
+        else
+            q4_k_isums<GF, NT, G>(b, q, ib, isum);
         for (int g = 0; g < G; g++) {
             const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
             for (int j = 0; j < NT; j++) {
