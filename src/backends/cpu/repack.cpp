@@ -147,7 +147,7 @@ void pack_q8_0(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
         for (int r = 0; r < k_rows; r++) {
             if (!rows[r]) continue;
             const block_q8_0 b = read_block<block_q8_0>(rows[r], ib);
-            for (int v = 0; v < 8; v++) std::memcpy(o + 32 + half * 256 + (v * 8 + r) * 4, b.qs + 4 * v, 4);
+            for (int v = 0; v < 8; v++) std::memcpy(o + 32 + v * 64 + half * 32 + r * 4, b.qs + 4 * v, 4);
             std::memcpy(o + half * 16 + 2 * r, &b.d, 2);
         }
     }
@@ -282,7 +282,7 @@ void pack_q6_k(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
 template <bool q8>
 void pack_legacy(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
     using block = std::conditional_t<q8, block_q8_0, block_q4_0>;
-    constexpr size_t pair = q8 ? k_q8_0_pair_bytes : k_q4_0_pair_bytes, half_bytes = q8 ? 256 : 128;
+    constexpr size_t pair = q8 ? k_q8_0_pair_bytes : k_q4_0_pair_bytes;
     const int64_t nb = n_in / k_qk_legacy;
     const bool full = std::all_of(rows, rows + k_rows, [](const uint8_t* p) { return p != nullptr; });
     if (!full || nb % 2) std::memset(out, 0, group_bytes(q8 ? dtype::q8_0 : dtype::q4_0, n_in));
@@ -293,9 +293,10 @@ void pack_legacy(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
             if (!rows[r]) continue;
             const uint8_t* b = rows[r] + size_t(ib) * sizeof(block);
             const uint8_t* qs = b + offsetof(block, qs);
-            uint8_t* dst = o + 32 + half * half_bytes + 4 * r;
+            // Q8_0: the two blocks' vectors v side by side (repack.h); Q4_0: block after block.
+            uint8_t* dst = o + 32 + half * (q8 ? 32 : 128) + 4 * r;
             if constexpr (q8) {
-                for (int v = 0; v < 8; v++) std::memcpy(dst + 32 * v, qs + 4 * v, 4);
+                for (int v = 0; v < 8; v++) std::memcpy(dst + 64 * v, qs + 4 * v, 4);
             } else {
                 // Element j in the low nibble of qs[j], j + 16 in the high nibble: vector v reads qs[8 (v % 2) ..]
                 // at nibble v / 2.

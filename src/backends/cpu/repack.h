@@ -22,7 +22,8 @@
 //     vector operations unpack a sub-block, 17 before; session 17: vector j of both sub-blocks in one 64-byte
 //     piece, one AVX-512 load).
 //   Q8_0 x8, per pair of 32-element blocks (544 bytes; the second block of an odd last pair is zero):
-//     d[2 b][8 r] f16 @0, block b @32 + 256 b: [8 v][8 r][4 k] int8 element 4v + k of row r.
+//     d[2 b][8 r] f16 @0, then [8 v][2 b][8 r][4 k] int8 @32: element 4v + k of row r in block b (vector v of
+//     both blocks in one 64-byte piece, so an AVX-512 register holds one block per 256-bit half; session 19).
 //   Q4_0 x8, per pair of blocks (288 bytes): d[2 b][8 r] f16 @0, block b @32 + 128 b: [4 v][8 r][4 k]
 //     levels 0..15 (stored + 8) of elements 8v + k (low nibble) and 8v + 4 + k (high nibble).
 // Same size as the file for Q8_0 and Q4_0, +2.8 % for Q4_K, +2.3 % for Q5_K (6-bit scales stored as bytes),

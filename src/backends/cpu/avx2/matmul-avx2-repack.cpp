@@ -210,7 +210,7 @@ void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
     for (int g = 0; g < G; g++)
         for (int j = 0; j < NT; j++) acc[g][j][0] = acc[g][j][1] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const int64_t pair = (ib / 2) * k_q8_0_pair_bytes, off = pair + 32 + (ib % 2) * 256;
+        const int64_t pair = (ib / 2) * k_q8_0_pair_bytes, off = pair + 32 + (ib % 2) * 32;  // vector v at + 64 v
         __m256i sum[G][NT];
         for (int g = 0; g < G; g++) {
             for (int j = 0; j < NT; j++) sum[g][j] = _mm256_setzero_si256();
@@ -219,7 +219,7 @@ void q8_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             __m256i x[NT];
             for (int j = 0; j < NT; j++) x[j] = bcast_quad(q[j] + ib * 32 + 4 * v);
             for (int g = 0; g < G; g++) {
-                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(gp[g] + off + 32 * v));
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(gp[g] + off + 64 * v));
                 const __m256i aw = _mm256_abs_epi8(w);
                 for (int j = 0; j < NT; j++) {
                     const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[j], w));
