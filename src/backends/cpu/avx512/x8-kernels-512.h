@@ -115,8 +115,25 @@ __m512i shift_bits(__m512i v, int n) {
     return n > 0 ? _mm512_slli_epi16(v, unsigned(n)) : n < 0 ? _mm512_srli_epi16(v, unsigned(-n)) : v;
 }
 
-// Q4_K super-block ib's scaled integer sums, added to isum[g][j] (the same integers as the maddubs / vpdpwssd form of
-// q45_k_x8 below, so the same bits): per sub-block and row the 4 nibble vectors go straight into int32 by vpdpbusd
+// The 4 level vectors of a Q4_K / Q5_K sub-block at v (the low and high nibbles of its two vector pairs, in the order
+// of pick4's activation pairs).
+template <bool GF>
+void nibble_levels(const uint8_t* v, __m512i* lv) {
+    const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
+    lv[0] = and8(p0, 0x0f);
+    lv[1] = high_nibbles<GF>(p0);
+    lv[2] = and8(p1, 0x0f);
+    lv[3] = high_nibbles<GF>(p1);
+}
+
+// The low int16 of each dword of lo in its low half and that of hi in its high half (two int32 sums that fit an
+// int16, side by side for one vpdpwssd).
+__m512i join_int16(__m512i lo, __m512i hi) {
+    return _mm512_mask_blend_epi16(0xaaaaaaaau, lo, _mm512_slli_epi32(hi, 16));
+}
+
+// Q4_K super-block ib's scaled integer sums, added to isum[g][j] (the same integers as the AVX2 kernel's maddubs /
+// madd form, so the same bits): per sub-block and row the 4 nibble vectors go straight into int32 by vpdpbusd
 // (16 levels x activations per dword: |sum| <= 16 * 15 * 128 < 2^15, so the dword's low int16 is the sum), then one
 // vpdpwssd multiplies it by the scale. One token (decode): the sums of sub-blocks 2p and 2p + 1 share one vpdpwssd,
 // the second one's low int16 moved into the high half of each dword (shift and word blend) against scale pairs.
@@ -138,14 +155,6 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
                                          4, z, z, z, 5, z, z, z, 6, z, z, z, 7, z, z, z);
     const __m512i half[2] = {_mm512_broadcast_i64x4(low),
                              _mm512_broadcast_i64x4(_mm256_add_epi8(low, _mm256_set1_epi8(8)))};
-    // Sub-block s's 4 level vectors (the low and high nibbles of its two vector pairs, in the order of pick4's x).
-    auto levels = [](const uint8_t* v, __m512i* lv) {
-        const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
-        lv[0] = and8(p0, 0x0f);
-        lv[1] = high_nibbles<GF>(p0);
-        lv[2] = and8(p1, 0x0f);
-        lv[3] = high_nibbles<GF>(p1);
-    };
     // The levels against the activation pairs x, as int32 per dword.
     auto dot = [](const __m512i* lv, const __m512i* x) {
         __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv[0], x[0]);
@@ -166,13 +175,12 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
                 pick4<2, 0, 1, 4, 5>(quads(q[0] + ib * 256 + 32 * s), x);
                 for (int g = 0; g < G; g++) {
                     __m512i lv[4];
-                    levels(b[g] + 160 + 128 * s, lv);
+                    nibble_levels<GF>(b[g] + 160 + 128 * s, lv);
                     part[h][g] = dot(lv, x);
                 }
             }
             for (int g = 0; g < G; g++) {
-                const __m512i w = _mm512_mask_blend_epi16(0xaaaaaaaau, part[0][g], _mm512_slli_epi32(part[1][g], 16));
-                isum[g][0] = _mm512_dpwssd_epi32(isum[g][0], w, scales(g, p, pair));
+                isum[g][0] = _mm512_dpwssd_epi32(isum[g][0], join_int16(part[0][g], part[1][g]), scales(g, p, pair));
             }
         } else {
             for (int h = 0; h < 2; h++) {
@@ -182,7 +190,7 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
                 for (int g = 0; g < G; g++) {
                     const __m512i sc = scales(g, p, half[h]);
                     __m512i lv[4];
-                    levels(b[g] + 160 + 128 * s, lv);
+                    nibble_levels<GF>(b[g] + 160 + 128 * s, lv);
                     for (int j = 0; j < NT; j++) isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], dot(lv, x[j]), sc);
                 }
             }
@@ -212,8 +220,8 @@ void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, con
                 _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * (s / 2)))),
                 sc_mask[s % 2]);
             const uint8_t* v = b[g] + 160 + 160 * s;
-            const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
-            __m512i lv[4] = {and8(p0, 0x0f), high_nibbles<GF>(p0), and8(p1, 0x0f), high_nibbles<GF>(p1)};
+            __m512i lv[4];
+            nibble_levels<GF>(v, lv);
             if constexpr (GF) {
                 // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
                 const __m512i qh = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
@@ -235,8 +243,7 @@ void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, con
                     _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lv[0], x[j][0]), lv[1], x[j][1]);
                 const __m512i u =
                     _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lv[2], x[j][2]), lv[3], x[j][3]);
-                isum[g][j] = _mm512_dpwssd_epi32(isum[g][j],
-                                                 _mm512_mask_blend_epi16(0xaaaaaaaau, t, _mm512_slli_epi32(u, 16)), sc);
+                isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], join_int16(t, u), sc);
             }
         }
     }
