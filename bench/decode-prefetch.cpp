@@ -6,7 +6,10 @@
 // options: --prefetch 0,32768 (distances in bytes, 0 = off)  --formats f16,q8_0,q4_k,q5_k,q6_k,bf16,q4_0
 //          --streams 1,2,4 (cpu::set_decode_streams: the x8 / x32 decode over that many group streams per thread,
 //          0 = each format's default, the default) --distance 32768,1048576 (their least distance in bytes, default
-//          the library's); the variants are every isa x prefetch x streams x distance combination
+//          the library's) --load-width 256,512 (cpu::set_decode_load_width: the AVX-512 x8 decode's weight loads,
+//          0 = each format's default, the default) --stagger -1,0,1 (cpu::set_decode_stream_stagger: -1 each
+//          format's default, the default, 0 off, 1 on); the variants are every isa x prefetch x streams x distance x
+//          load-width x stagger combination
 //          --isa avx2,avx512 (cpu::force_isa per variant, default the automatic choice)
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -63,12 +67,14 @@ struct options {
     std::vector<int64_t> prefetch = {0, cpu::k_default_decode_prefetch};
     std::vector<int64_t> streams = {0};
     std::vector<int64_t> distance = {cpu::k_default_decode_stream_distance};
+    std::vector<int64_t> load_width = {0};
+    std::vector<int64_t> stagger = {-1};
     std::vector<std::string> isas = {"auto"};
     struct variant {
         std::string isa;
-        int64_t prefetch, streams, distance;
+        int64_t prefetch, streams, distance, load_width, stagger;
     };
-    // Every (isa, prefetch, streams, distance) combination, isa-major (filled by bench_main).
+    // Every (isa, prefetch, streams, distance, load width, stagger) combination, isa-major (filled by bench_main).
     std::vector<variant> variants;
     std::vector<std::string> formats = {"f16", "q8_0", "q4_k", "q5_k", "q6_k"};
     bool repack = false;
@@ -88,6 +94,9 @@ void set_variant(const options& o, size_t c) {
     cpu::force_isa(o.variants[c].isa);
     cpu::set_decode_prefetch(o.variants[c].prefetch);
     cpu::set_decode_streams(int(o.variants[c].streams), o.variants[c].distance);
+    cpu::set_decode_load_width(int(o.variants[c].load_width));
+    const int64_t sg = o.variants[c].stagger;
+    cpu::set_decode_stream_stagger(sg < 0 ? std::nullopt : std::optional<bool>(sg != 0));
 }
 
 std::string variant_name(const options& o, size_t c) {
@@ -95,6 +104,8 @@ std::string variant_name(const options& o, size_t c) {
     if (o.isas.size() > 1 || o.isas[0] != "auto") s = o.variants[c].isa + " " + s;
     if (o.streams.size() > 1 || o.streams[0] != 0) s += " streams " + std::to_string(o.variants[c].streams);
     if (o.distance.size() > 1) s += " distance " + std::to_string(o.variants[c].distance);
+    if (o.load_width.size() > 1 || o.load_width[0] != 0) s += " loads " + std::to_string(o.variants[c].load_width);
+    if (o.stagger.size() > 1 || o.stagger[0] != -1) s += " stagger " + std::to_string(o.variants[c].stagger);
     return s;
 }
 
@@ -302,6 +313,12 @@ static int bench_main(int argc, char** argv) {
         } else if (a == "--distance" && has) {
             o.distance.clear();
             for (const auto& s : split(argv[++i])) o.distance.push_back(std::atoll(s.c_str()));
+        } else if (a == "--load-width" && has) {
+            o.load_width.clear();
+            for (const auto& s : split(argv[++i])) o.load_width.push_back(std::atoll(s.c_str()));
+        } else if (a == "--stagger" && has) {
+            o.stagger.clear();
+            for (const auto& s : split(argv[++i])) o.stagger.push_back(std::atoll(s.c_str()));
         } else if (a == "--isa" && has) {
             o.isas = split(argv[++i]);
         } else if (a == "--formats" && has) {
@@ -322,13 +339,19 @@ static int bench_main(int argc, char** argv) {
     if (o.streams.empty()) o.streams = {0};
     if (o.distance.empty()) o.distance = {cpu::k_default_decode_stream_distance};
     if (o.isas.empty()) o.isas = {"auto"};
+    if (o.load_width.empty()) o.load_width = {0};
+    if (o.stagger.empty()) o.stagger = {-1};
     for (const std::string& isa : o.isas)
         cpu::force_isa(isa);  // an unknown or unsupported path fails before any output
     cpu::force_isa("auto");
+    for (int64_t w : o.load_width) cpu::set_decode_load_width(int(w));  // likewise a width other than 0, 256, 512
+    cpu::set_decode_load_width(0);
     for (const std::string& isa : o.isas)
         for (int64_t pf : o.prefetch)
             for (int64_t n : o.streams)
-                for (int64_t d : o.distance) o.variants.push_back({isa, pf, n, d});
+                for (int64_t d : o.distance)
+                    for (int64_t w : o.load_width)
+                        for (int64_t sg : o.stagger) o.variants.push_back({isa, pf, n, d, w, sg});
     if (rest.size() == 3 && rest[0] == "matrix" && std::atoll(rest[1].c_str()) > 0 && std::atoll(rest[2].c_str()) > 0 &&
         std::atoll(rest[1].c_str()) % 256 == 0)
         return matrix_mode(o, std::atoll(rest[1].c_str()), std::atoll(rest[2].c_str()));
@@ -336,8 +359,8 @@ static int bench_main(int argc, char** argv) {
         return layers_mode(o, std::atoi(rest[1].c_str()));
     if (rest.size() >= 2 && rest[0] == "model") return model_mode(o, {rest.begin() + 1, rest.end()});
     std::fprintf(stderr,
-                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--streams 1,2,4] [--distance 32768] [--isa "
-                 "avx2,avx512] [--formats "
+                 "usage: bench-decode-prefetch [--prefetch 0,32768] [--streams 1,2,4] [--distance 32768] "
+                 "[--load-width 256,512] [--stagger -1,0,1] [--isa avx2,avx512] [--formats "
                  "f16,q8_0,...] [--repack 0|1] "
                  "[--threads N] [--rounds R] [--tg N]\n"
                  "       matrix N_IN N_OUT (N_IN a multiple of 256) | layers N_LAYERS | model MODEL.gguf...\n");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu-isa.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/repack.h"
@@ -229,7 +230,8 @@ TEST_P(cpu_matmul, decode_prefetch_does_not_change_results) {
 // Decode over several group streams (set_decode_streams: the x8 layouts take 2 or 4, the float x32 layouts 2; the
 // others ignore it) must give the results of one group at a time bit for bit: odd and even group counts (37 rows: 5
 // groups, 200: 25, 256: 32; with 4 streams 1 or 0 groups left over), odd block counts (1120: 35 blocks), 1 and 2
-// threads (each thread walks its streams inside its own chunks), several distances (1 MiB: fewer streams or one).
+// threads (each thread walks its streams inside its own chunks), several distances (1 MiB: fewer streams or one), the
+// starts staggered or not (set_decode_stream_stagger: shorter runs, more groups left over for one stream).
 TEST_P(cpu_matmul, decode_streams_do_not_change_results) {
     const auto& [path, fc] = GetParam();
     if (!isa_supported(path)) GTEST_SKIP() << isa_name(path) << " path skipped: " << isa_missing_reason(path);
@@ -246,19 +248,44 @@ TEST_P(cpu_matmul, decode_streams_do_not_change_results) {
         std::vector<float> want(static_cast<size_t>(n_out));
         matmul(*pw, x.data(), 1, want.data(), pool1);
         for (int streams : {2, 4})
-            for (int64_t distance : {int64_t(1), int64_t(4096), int64_t(1) << 20}) {
-                set_decode_streams(streams, distance);
-                for (thread_pool* pool : {&pool1, &pool2}) {
-                    std::vector<float> got(want.size(), NAN);
-                    matmul(*pw, x.data(), 1, got.data(), *pool);
-                    for (size_t o = 0; o < want.size(); o++)
-                        ASSERT_EQ(want[o], got[o])
-                            << dtype_name(fc.type) << " via " << isa_name(path) << " n_out " << n_out << " streams "
-                            << streams << " distance " << distance << " threads " << pool->size() << " row " << o;
+            for (int64_t distance : {int64_t(1), int64_t(4096), int64_t(1) << 20})
+                for (bool stagger : {false, true}) {
+                    set_decode_streams(streams, distance);
+                    set_decode_stream_stagger(stagger);
+                    for (thread_pool* pool : {&pool1, &pool2}) {
+                        std::vector<float> got(want.size(), NAN);
+                        matmul(*pw, x.data(), 1, got.data(), *pool);
+                        for (size_t o = 0; o < want.size(); o++)
+                            ASSERT_EQ(want[o], got[o])
+                                << dtype_name(fc.type) << " via " << isa_name(path) << " n_out " << n_out << " streams "
+                                << streams << " distance " << distance << " stagger " << stagger << " threads "
+                                << pool->size() << " row " << o;
+                    }
                 }
-            }
         set_decode_streams(0);
+        set_decode_stream_stagger(std::nullopt);
     }
+}
+
+// The staggered run lengths: TinyLlama's Q5_K gate / up at 4 streams (176 groups of 11,520 bytes per run start
+// 2,027,520 bytes = 495 x 4 KiB apart) lose one group (175: starts 768 bytes apart modulo 4 KiB); runs already apart
+// keep their length; where no length within a quarter of the run helps (4 KiB groups), the run is kept.
+TEST(cpu_matmul_settings, staggered_runs_start_apart_modulo_4k) {
+    using detail::staggered_run;
+    EXPECT_EQ(staggered_run(176, 11520, 4), 175);
+    EXPECT_EQ(staggered_run(175, 11520, 4), 175);
+    EXPECT_EQ(staggered_run(64, 9472, 4), 63);  // Q4_K q: 64 x 9,472 = 148 x 4 KiB; 63: starts 2,816 / 1,536 / 256
+    EXPECT_EQ(staggered_run(64, 9472, 2), 63);
+    EXPECT_EQ(staggered_run(40, 4096, 4), 40);
+    EXPECT_EQ(staggered_run(3, 4096, 2), 3);
+    for (int64_t part : {int64_t(1), int64_t(2), int64_t(7), int64_t(100), int64_t(704)})
+        for (size_t gb : {size_t(1152), size_t(9472), size_t(11520), size_t(13568), size_t(17408)})
+            for (int count : {2, 4}) {
+                const int64_t p = staggered_run(part, gb, count);
+                EXPECT_LE(p, part);
+                EXPECT_GE(p, part - part / 4);
+                EXPECT_GT(p, 0);
+            }
 }
 
 TEST(cpu_matmul_settings, decode_streams_rejects_other_counts) {
@@ -326,17 +353,20 @@ TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
                         isa_guard guard(isa::avx2);
                         matmul(*pw, x.data(), n_tok, want.data(), pool);
                     }
-                    for (isa path : paths) {
-                        std::vector<float> got(want.size(), NAN);
-                        {
-                            isa_guard guard(path);
-                            matmul(*pw, x.data(), n_tok, got.data(), pool);
+                    for (isa path : paths)
+                        for (int width : {256, 512}) {  // the decode's weight loads (set_decode_load_width)
+                            std::vector<float> got(want.size(), NAN);
+                            {
+                                isa_guard guard(path);
+                                set_decode_load_width(width);
+                                matmul(*pw, x.data(), n_tok, got.data(), pool);
+                                set_decode_load_width(0);
+                            }
+                            for (size_t k = 0; k < want.size(); k++)
+                                ASSERT_EQ(want[k], got[k])
+                                    << isa_name(path) << " " << dtype_name(fc.type) << " n_out " << n_out << " n_tok "
+                                    << n_tok << " streams " << streams << " loads " << width << " element " << k;
                         }
-                        for (size_t k = 0; k < want.size(); k++)
-                            ASSERT_EQ(want[k], got[k])
-                                << isa_name(path) << " " << dtype_name(fc.type) << " n_out " << n_out << " n_tok "
-                                << n_tok << " streams " << streams << " element " << k;
-                    }
                 }
             }
             set_decode_streams(0);
@@ -360,6 +390,19 @@ TEST(cpu_isa, scalar_is_always_available_and_names_round_trip) {
     EXPECT_EQ(matmul_path(dtype::q4_k), "scalar");
     force_isa("auto");
     EXPECT_THROW(force_isa("sse9"), memtile::error);
+}
+
+TEST(cpu_matmul_paths, decode_load_width_takes_only_known_widths) {
+    EXPECT_THROW(set_decode_load_width(128), memtile::error);
+    for (dtype t : {dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
+        set_decode_load_width(512);
+        EXPECT_EQ(decode_load_width(t), 512);
+        set_decode_load_width(256);
+        EXPECT_EQ(decode_load_width(t), 256);
+        set_decode_load_width(0);
+        EXPECT_TRUE(decode_load_width(t) == 256 || decode_load_width(t) == 512);
+    }
+    EXPECT_EQ(decode_load_width(dtype::q5_k), 512);  // measured slower with 256-bit loads (matmul.h)
 }
 
 TEST(cpu_isa, unsupported_path_cannot_be_forced) {

@@ -7,6 +7,7 @@
 // <immintrin.h> and <cstring>/<cstdint>, and keep their own helpers in an ISA-named namespace.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -74,8 +75,28 @@ int64_t decode_prefetch_bytes();
 struct decode_stream_setting {
     int count;
     int64_t min_distance;
+    bool stagger;  // set_decode_stream_stagger
 };
 decode_stream_setting decode_streams(dtype t);
+// The run length (groups) that `count` streams walking runs of at most `part` groups of `group_bytes` bytes each
+// take under set_decode_stream_stagger: part itself where the runs' starts already lie at least 256 bytes apart
+// modulo 4 KiB, else the longest shorter run (by at most part / 4) whose starts do; part where none does.
+inline int64_t staggered_run(int64_t part, size_t group_bytes, int count) {
+    constexpr int64_t page = 4096, gap = 256;
+    for (int64_t p = part; p >= part - part / 4 && p > 0; p--) {
+        const int64_t d = int64_t((size_t(p) * group_bytes) % page);
+        bool apart = true;
+        for (int i = 1; i < count && apart; i++) {
+            const int64_t o = (i * d) % page;  // start of run i against run 0, modulo 4 KiB
+            apart = std::min(o, page - o) >= gap;
+        }
+        if (apart) return p;
+    }
+    return part;
+}
+// Whether the AVX-512 decode kernel of x8 format t loads each 64-byte pair of weight vectors as two 256-bit loads
+// (decode_load_width(t) in matmul.h is 256).
+bool decode_narrow_loads(dtype t);
 
 // Matrix-matrix (prefill) paths, used for n_tok >= k_gemm_min_tokens on plain (not repacked) weights; same
 // gemm_fn contract and the same per-token results, bit for bit, as the kernel_set path (see

@@ -174,6 +174,22 @@ std::atomic<bool> g_prefill_gemm{true};
 std::atomic<int64_t> g_decode_prefetch{k_default_decode_prefetch};
 std::atomic<int> g_decode_streams{0};  // 0: default_decode_streams
 std::atomic<int64_t> g_decode_stream_distance{k_default_decode_stream_distance};
+std::atomic<int> g_decode_load_width{0};  // 0: default_decode_load_width
+std::atomic<int> g_decode_stagger{-1};    // -1: default_decode_stagger, else 0 / 1
+
+bool cpu_is_amd() {
+#if defined(__x86_64__)
+    static const bool amd = __builtin_cpu_is("amd");
+    return amd;
+#else
+    return false;
+#endif
+}
+
+bool stagger_decode_streams(dtype t) {
+    const int s = g_decode_stagger.load(std::memory_order_relaxed);
+    return s < 0 ? default_decode_stagger(t) : s != 0;
+}
 
 // Rows are handed out in groups of 16 so that, with a 64-byte aligned y and n_out a multiple of 16, two
 // threads never write the same cache line of y.
@@ -196,7 +212,12 @@ int64_t decode_prefetch_bytes() {
 
 decode_stream_setting decode_streams(dtype t) {
     const int n = g_decode_streams.load(std::memory_order_relaxed);
-    return {n > 0 ? n : default_decode_streams(t), g_decode_stream_distance.load(std::memory_order_relaxed)};
+    return {n > 0 ? n : default_decode_streams(t), g_decode_stream_distance.load(std::memory_order_relaxed),
+            stagger_decode_streams(t)};
+}
+
+bool decode_narrow_loads(dtype t) {
+    return decode_load_width(t) == 256;
 }
 
 uint8_t* gemm_scratch(size_t bytes) {
@@ -447,6 +468,29 @@ void set_decode_streams(int count, int64_t min_distance) {
         fail("cpu", "decode streams must be 0 (per-format default), 1, 2 or 4, not {}", count);
     g_decode_streams.store(count, std::memory_order_relaxed);
     g_decode_stream_distance.store(min_distance > 0 ? min_distance : 0, std::memory_order_relaxed);
+}
+
+void set_decode_stream_stagger(std::optional<bool> on) {
+    g_decode_stagger.store(on ? int(*on) : -1, std::memory_order_relaxed);
+}
+
+bool default_decode_stagger(dtype t) {
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+}
+
+void set_decode_load_width(int bits) {
+    if (bits != 0 && bits != 256 && bits != 512)
+        fail("cpu", "decode load width must be 0 (each format's default), 256 or 512, not {}", bits);
+    g_decode_load_width.store(bits, std::memory_order_relaxed);
+}
+
+int default_decode_load_width(dtype t) {
+    return cpu_is_amd() && t != dtype::q5_k ? 256 : 512;
+}
+
+int decode_load_width(dtype t) {
+    const int w = g_decode_load_width.load(std::memory_order_relaxed);
+    return w ? w : default_decode_load_width(t);
 }
 
 int default_decode_streams(dtype t) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -122,6 +123,30 @@ void set_decode_prefetch(int64_t bytes);
 inline constexpr int64_t k_default_decode_stream_distance = 32 * 1024;
 void set_decode_streams(int count, int64_t min_distance = k_default_decode_stream_distance);
 int default_decode_streams(dtype t);
+// Staggered x8 decode streams: where a call's equal runs would start a multiple of 4 KiB apart (run length x group
+// bytes; e.g. TinyLlama's Q5_K gate / up, 176 groups of 11,520 bytes per run at 4 streams), each run is shortened by
+// the fewest groups that put the starts at least 256 bytes apart modulo 4 KiB (detail::staggered_run), and the groups
+// left over go one stream at a time. nullopt: the default of each format (default_decode_stagger: on for Q4_K, Q5_K and
+// Q6_K, off for Q8_0 and Q4_0). Why: streams walking addresses with the same low 12 bits in lockstep read slower;
+// session 20's AMD Zen 4, in-process A/B, 1 thread, TinyLlama-shaped matrices: Q5_K 21.9 -> 24.7 GB/s (its gate / up
+// 22.4 / 20.8 -> 26.0 / 25.2), Q4_K +1-4 %, Q6_K +1 %, Q8_0 and Q4_0 within -2..+1 % (docs/cpu.md). Results are the
+// same bit for bit either way (an A/B switch for benchmarks).
+void set_decode_stream_stagger(std::optional<bool> on);
+bool default_decode_stagger(dtype t);
+
+// Width of the weight loads in the AVX-512 decode kernels of the x8 layouts (Q4_0, Q4_K, Q5_K, Q6_K; the Q8_0 decode
+// takes the AVX2 kernel): 512, one load per pair of 32-byte vectors, or 256, two loads joined by vinserti64x4 (one
+// more instruction per 64 bytes). 0: the default of each format, 256 on AMD CPUs except for Q5_K, 512 elsewhere. Why:
+// on session 20's AMD Zen 4 (one core reads ~26-30 GB/s) Q4_K, Q6_K and Q4_0 streamed their weights from DRAM faster
+// with 256-bit loads although they run 7-14 % slower from L2 (in-process A/B, 1 thread, TinyLlama-shaped matrices,
+// staggered streams: Q4_K 26.3 -> 27.7 GB/s, Q6_K 26.1 -> 26.8, Q4_0 24.9 -> 26.2), Q5_K slower (24.7 -> 22.0); a
+// loop doing nothing but 512-bit loads of the Q4_K bytes read at 0.6 of the same loop with 256-bit loads (docs/cpu.md,
+// session 20). Not measured on Intel, which keeps the 512-bit loads. Prefill keeps them everywhere. Results are the
+// same bit for bit either way.
+void set_decode_load_width(int bits);
+// The width in force for format t: 256 or 512.
+int decode_load_width(dtype t);
+int default_decode_load_width(dtype t);
 
 // Name of the instruction-set path matmul uses for this weight type here, e.g. "avx512-vnni", "scalar".
 std::string matmul_path(dtype t);

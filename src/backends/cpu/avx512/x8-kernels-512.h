@@ -23,6 +23,8 @@
 // / Q5_K pairs start 32 bytes into a cache line every other time: on session 17's Zen 4 the two aligned halves joined
 // by vinserti64x4 (the form before) ran 10-19 % slower in cache and 3-13 % slower in prefill, and the decode from DRAM
 // was equal. (Session 15's Zen 5 measured the one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
+// The decode (gemv_x8_loads) takes two 256-bit loads per pair instead where set_decode_load_width says so (AMD, except
+// Q5_K): on session 20's Zen 4 they streamed the weights from DRAM 3-6 % faster although they run slower from L2.
 #pragma once
 
 #include "backends/cpu/avx512/avx512-common.h"
@@ -50,9 +52,15 @@ using simd_x8::q45k_masks;
 using simd_x8::store_rows;
 using simd_x8::token_rows;
 
-// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned), as one load (see the top).
+// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned): one 512-bit load, or with N (narrow, the decode
+// where set_decode_load_width asks for it) two 256-bit loads joined by vinserti64x4 (see the top).
+template <bool N = false>
 __m512i load_pair(const uint8_t* p) {
-    return _mm512_loadu_si512(p);
+    if constexpr (N)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)), 1);
+    else
+        return _mm512_loadu_si512(p);
 }
 
 // The 8 activation quads at p (32 bytes) in the low half of a vector, for pick().
@@ -117,9 +125,9 @@ __m512i shift_bits(__m512i v, int n) {
 
 // The 4 level vectors of a Q4_K / Q5_K sub-block at v (the low and high nibbles of its two vector pairs, in the order
 // of pick4's activation pairs).
-template <bool GF>
+template <bool GF, bool N>
 void nibble_levels(const uint8_t* v, __m512i* lv) {
-    const __m512i p0 = load_pair(v), p1 = load_pair(v + 64);
+    const __m512i p0 = load_pair<N>(v), p1 = load_pair<N>(v + 64);
     lv[0] = and8(p0, 0x0f);
     lv[1] = high_nibbles<GF>(p0);
     lv[2] = and8(p1, 0x0f);
@@ -143,7 +151,7 @@ __m512i join_int16(__m512i lo, __m512i hi) {
 // Zen 4, 1 thread, old and new binaries alternated 3 times: in cache (`matrix 2048 256`) 47.6-48.9 -> 59.2-60.0 GB/s
 // per CPU-second with GFNI, 43.4-45.6 -> 56.2-57.8 without; TinyLlama Q4_K_M pp64 91.8-99.0 -> 101.4-105.5 tok/s;
 // the decode from DRAM within that VM's phase-to-phase spread (docs/cpu.md).
-template <bool GF, int NT, int G>
+template <bool GF, int NT, int G, bool N>
 void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m512i (&isum)[G][NT]) {
     constexpr char z = char(0x80);
     // Rows 0-3 in 128-bit lanes 0 and 2, rows 4-7 in lanes 1 and 3 (the two 256-bit halves hold the same 8 rows).
@@ -175,7 +183,7 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
                 pick4<2, 0, 1, 4, 5>(quads(q[0] + ib * 256 + 32 * s), x);
                 for (int g = 0; g < G; g++) {
                     __m512i lv[4];
-                    nibble_levels<GF>(b[g] + 160 + 128 * s, lv);
+                    nibble_levels<GF, N>(b[g] + 160 + 128 * s, lv);
                     part[h][g] = dot(lv, x);
                 }
             }
@@ -190,7 +198,7 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
                 for (int g = 0; g < G; g++) {
                     const __m512i sc = scales(g, p, half[h]);
                     __m512i lv[4];
-                    nibble_levels<GF>(b[g] + 160 + 128 * s, lv);
+                    nibble_levels<GF, N>(b[g] + 160 + 128 * s, lv);
                     for (int j = 0; j < NT; j++) isum[g][j] = _mm512_dpwssd_epi32(isum[g][j], dot(lv, x[j]), sc);
                 }
             }
@@ -207,7 +215,7 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
 // blend), then one vpdpwssd with the scale in both halves: the same integers as 4 maddubs, 3 adds and a vpdpwssd, one
 // operation fewer per token. Session 19, Zen 4, 1 thread, alternated: in cache 42.9-43.3 -> 44.5-44.7 GB/s per
 // CPU-second (GFNI), 39.6-40.2 -> 41.3-41.6 (without); TinyLlama Q5_K_S pp64 87.8-88.2 -> 91.2-91.6 tok/s.
-template <bool GF, int NT, int G>
+template <bool GF, int NT, int G, bool N>
 void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, const __m512i (&sc_mask)[2],
                 __m512i (&isum)[G][NT]) {
     for (int s = 0; s < 8; s++) {
@@ -221,7 +229,7 @@ void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, con
                 sc_mask[s % 2]);
             const uint8_t* v = b[g] + 160 + 160 * s;
             __m512i lv[4];
-            nibble_levels<GF>(v, lv);
+            nibble_levels<GF, N>(v, lv);
             if constexpr (GF) {
                 // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
                 const __m512i qh = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
@@ -251,7 +259,7 @@ void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, con
 
 // Q4_K (high_bit false) and Q5_K (true): layout of the AVX2 q45_k_x8, the integer sums above, the float arithmetic
 // (scales, min sums) of the AVX2 kernel.
-template <bool high_bit, bool GF, int NT, int G>
+template <bool high_bit, bool GF, int NT, int G, bool N>
 void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
               int64_t n_out) {
     constexpr int64_t bytes = high_bit ? 1440 : 1184;
@@ -270,9 +278,9 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
             for (int j = 0; j < NT; j++) isum[g][j] = _mm512_setzero_si512();
         }
         if constexpr (high_bit)
-            q5_k_isums<GF, NT, G>(b, q, ib, sc_mask, isum);
+            q5_k_isums<GF, NT, G, N>(b, q, ib, sc_mask, isum);
         else
-            q4_k_isums<GF, NT, G>(b, q, ib, isum);
+            q4_k_isums<GF, NT, G, N>(b, q, ib, isum);
         for (int g = 0; g < G; g++) {
             const __m256 dw = load_8_f16(b[g] + 128), dmw = load_8_f16(b[g] + 144);
             for (int j = 0; j < NT; j++) {
@@ -289,7 +297,7 @@ void q45_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, f
 
 // Q6_K; layout and arithmetic of the AVX2 q6_k_x8. The two 16-element sub-blocks 2c and 2c + 1 go side by side:
 // vector k (k < 3) of both in one register (low half 2c), their scales in the matching halves.
-template <bool GF, int NT, int G>
+template <bool GF, int NT, int G, bool N>
 void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
              int64_t n_out) {
     constexpr int64_t bytes = 1696;
@@ -330,7 +338,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             for (int g = 0; g < G; g++) {
                 const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i64x4(spair[g]), sc_mask);
                 const uint8_t* v = b[g] + 160 + 192 * c;
-                const __m512i p[3] = {load_pair(v), load_pair(v + 64), load_pair(v + 128)};
+                const __m512i p[3] = {load_pair<N>(v), load_pair<N>(v + 64), load_pair<N>(v + 128)};
                 // Level vector 3 from bits 6-7 of p0, p1, p2 (its bits 0-1, 2-3, 4-5), as the AVX2 kernel.
                 __m512i top;
                 if constexpr (GF) {
@@ -368,7 +376,7 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
 // Q4_0 (pairs of blocks, 288 bytes); layout and float arithmetic of the AVX2 q4_0_x8: vpdpbusd of the stored levels
 // (w + 8) against q, less 8 * sum(q) (the block's two activation group sums). The low nibbles of pair i are the
 // elements of quads 4i and 4i + 2 of the block, the high ones 4i + 1 and 4i + 3.
-template <int NT, int G>
+template <int NT, int G, bool N>
 void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
              int64_t n_out) {
     constexpr int64_t pair_bytes = 288, block_bytes = 128;
@@ -386,7 +394,7 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             for (int j = 0; j < NT; j++) sum[g][j] = _mm512_setzero_si512();
         for (int i = 0; i < 4; i += 2) {
             for (int g = 0; g < G; g++) {
-                const __m512i w = load_pair(gp[g] + off + 32 * i);
+                const __m512i w = load_pair<N>(gp[g] + off + 32 * i);
                 const __m512i lo = and8(w, 0x0f), hi = and8(_mm512_srli_epi16(w, 4), 0x0f);
                 for (int j = 0; j < NT; j++)
                     sum[g][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[g][j], lo, x[j][i]), hi, x[j][i + 1]);
@@ -472,8 +480,8 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
                        o0[g], n_out);
 }
 
-// The kernel policy of simd/x8-common-256.h's drivers for format T.
-template <dtype T, bool GF = false>
+// The kernel policy of simd/x8-common-256.h's drivers for format T; N: narrow weight loads (load_pair).
+template <dtype T, bool GF = false, bool N = false>
 struct x8 {
     static constexpr dtype type = T;
     // Prefill tiles of 4 tokens over two groups at once, so each activation permute serves both (session 17, Zen 4,
@@ -483,27 +491,48 @@ struct x8 {
     static void run(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
                     int64_t n) {
         if constexpr (T == dtype::q4_k || T == dtype::q5_k)
-            q45_k_x8<T == dtype::q5_k, GF, NT, G>(gp, a, tok, y, o0, n);
+            q45_k_x8<T == dtype::q5_k, GF, NT, G, N>(gp, a, tok, y, o0, n);
         else if constexpr (T == dtype::q6_k)
-            q6_k_x8<GF, NT, G>(gp, a, tok, y, o0, n);
+            q6_k_x8<GF, NT, G, N>(gp, a, tok, y, o0, n);
         else if constexpr (T == dtype::q8_0)
             q8_0_x8_pairs<NT, G>(gp, a, tok, y, o0, n);
         else
-            q4_0_x8<NT, G>(gp, a, tok, y, o0, n);
+            q4_0_x8<NT, G, N>(gp, a, tok, y, o0, n);
     }
 };
 
 using simd_x8::gemm_x8;
 using simd_x8::gemv_x8;
 
+// The decode of format T (gemv_x8_fn): narrow weight loads where set_decode_load_width asks for them, read once per
+// call. Prefill keeps the 512-bit loads: its tiles reuse each group's bytes from L1 / L2 several times.
+template <dtype T, bool GF>
+void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
+                   int64_t g0, int64_t g1) {
+    if (detail::decode_narrow_loads(T))
+        gemv_x8<x8<T, GF, true>>(packed, group_bytes, a, t, y, n_out, g0, g1);
+    else
+        gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
+}
+
 // The set of the x8 and x32 layouts; GF: the K-quant kernels unpack with GFNI (only in a unit built with -mgfni).
 template <bool GF>
 const detail::repack_kernel_set k_x8_set = {
-    avx2::gemv_x8_q8_0,           gemv_x8<x8<dtype::q4_0, GF>>, gemv_x8<x8<dtype::q4_k, GF>>,
-    gemv_x8<x8<dtype::q5_k, GF>>, gemv_x8<x8<dtype::q6_k, GF>>, avx2::gemv_x32_f32,
-    avx2::gemv_x32_f16,           avx2::gemv_x32_bf16,          gemm_x8<x8<dtype::q8_0, GF>>,
-    gemm_x8<x8<dtype::q4_0, GF>>, gemm_x8<x8<dtype::q4_k, GF>>, gemm_x8<x8<dtype::q5_k, GF>>,
-    gemm_x8<x8<dtype::q6_k, GF>>, avx2::gemm_x32_f32,           avx2::gemm_x32_f16,
+    avx2::gemv_x8_q8_0,
+    gemv_x8_loads<dtype::q4_0, GF>,
+    gemv_x8_loads<dtype::q4_k, GF>,
+    gemv_x8_loads<dtype::q5_k, GF>,
+    gemv_x8_loads<dtype::q6_k, GF>,
+    avx2::gemv_x32_f32,
+    avx2::gemv_x32_f16,
+    avx2::gemv_x32_bf16,
+    gemm_x8<x8<dtype::q8_0, GF>>,
+    gemm_x8<x8<dtype::q4_0, GF>>,
+    gemm_x8<x8<dtype::q4_k, GF>>,
+    gemm_x8<x8<dtype::q5_k, GF>>,
+    gemm_x8<x8<dtype::q6_k, GF>>,
+    avx2::gemm_x32_f32,
+    avx2::gemm_x32_f16,
     avx2::gemm_x32_bf16,
 };
 

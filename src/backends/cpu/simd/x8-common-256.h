@@ -121,7 +121,7 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
     // the groups left over (fewer than the stream count) go one by one.
     const detail::decode_stream_setting st = detail::decode_streams(K::type);
     for (int s = st.count; s >= 2; s /= 2) {
-        const int64_t part = (g1 - g0) / s;
+        const int64_t part = st.stagger ? detail::staggered_run((g1 - g0) / s, group_bytes, s) : (g1 - g0) / s;
         if (st.min_distance <= 0 || part == 0 || size_t(part) * group_bytes < size_t(st.min_distance)) continue;
         if (s >= 4)
             walk_x8<K, 4>(packed, group_bytes, a, t, y, n_out, g0, part);
