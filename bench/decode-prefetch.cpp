@@ -304,21 +304,16 @@ static int bench_main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         const bool has = i + 1 < argc;
-        if (a == "--prefetch" && has) {
-            o.prefetch.clear();
-            for (const auto& s : split(argv[++i])) o.prefetch.push_back(std::atoll(s.c_str()));
-        } else if (a == "--streams" && has) {
-            o.streams.clear();
-            for (const auto& s : split(argv[++i])) o.streams.push_back(std::atoll(s.c_str()));
-        } else if (a == "--distance" && has) {
-            o.distance.clear();
-            for (const auto& s : split(argv[++i])) o.distance.push_back(std::atoll(s.c_str()));
-        } else if (a == "--load-width" && has) {
-            o.load_width.clear();
-            for (const auto& s : split(argv[++i])) o.load_width.push_back(std::atoll(s.c_str()));
-        } else if (a == "--stagger" && has) {
-            o.stagger.clear();
-            for (const auto& s : split(argv[++i])) o.stagger.push_back(std::atoll(s.c_str()));
+        // The integer lists, one per variant dimension.
+        const std::pair<const char*, std::vector<int64_t>*> lists[] = {{"--prefetch", &o.prefetch},
+                                                                       {"--streams", &o.streams},
+                                                                       {"--distance", &o.distance},
+                                                                       {"--load-width", &o.load_width},
+                                                                       {"--stagger", &o.stagger}};
+        const auto list = std::find_if(std::begin(lists), std::end(lists), [&](const auto& l) { return a == l.first; });
+        if (list != std::end(lists) && has) {
+            list->second->clear();
+            for (const auto& s : split(argv[++i])) list->second->push_back(std::atoll(s.c_str()));
         } else if (a == "--isa" && has) {
             o.isas = split(argv[++i]);
         } else if (a == "--formats" && has) {
