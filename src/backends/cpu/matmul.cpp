@@ -498,13 +498,17 @@ int default_decode_streams(dtype t) {
     // of 2 against 4 streams, medians: 1 thread +4-25 % tok/s on Q8_0 / Q4_K / Q6_K, Q5_K within the spread; 2
     // threads -2 to +12 %; docs/cpu.md). Q4_0 follows Q8_0 (not measured). The float x32 layouts take two. The
     // AVX-512 Q6_K kernel takes two (session 16, Zen 5, in-process A/B: two streams +4-9 % at 2 threads in four of
-    // four pairs, +9 % at 1 thread).
+    // four pairs, +9 % at 1 thread). Session 21 made that AMD's only and added Q4_K and Q5_K (in-process A/B of whole
+    // models, tg48 medians, TinyLlama shapes; docs/cpu.md): on Zen 4, after session 20's staggered runs and 256-bit
+    // loads, two streams gave Q4_K_M +4.1-5.6 % and Q5_K_S +3.2-6.0 % at 1 thread (2 threads within that VM's
+    // phases); on the device host's Intel Xeon (AVX-512) four gave Q6_K +19-20 % and Q4_K_M / Q5_K_S +8-14 % at 1 and
+    // 4 threads.
     switch (t) {
-        case dtype::q6_k: return is_avx512(active_isa()) ? 2 : 4;
-        case dtype::q8_0:
-        case dtype::q4_0:
         case dtype::q4_k:
-        case dtype::q5_k: return 4;
+        case dtype::q5_k:
+        case dtype::q6_k: return is_avx512(active_isa()) && cpu_is_amd() ? 2 : 4;
+        case dtype::q8_0:
+        case dtype::q4_0: return 4;
         default: return 2;
     }
 }
