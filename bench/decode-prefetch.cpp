@@ -14,8 +14,16 @@
 //          --repack 0|1  --threads N  --rounds R  --tg N (model mode)
 // matrix/layers: GB of weights per second of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), best
 // and median over the rounds (1 thread; with more threads the figure covers the calling thread only, so
-// read the wall-clock one); layers mode splits it by matrix and adds a read of the same bytes. Every
-// variant's output is compared with the first's (prefetch never changes a result).
+// read the wall-clock one); layers mode splits it by matrix and adds a read of the same bytes, once in one stream
+// and once as the decode walks them at two streams (each matrix's halves in lockstep, 256-bit loads, no
+// arithmetic: the "halves" row); model mode prints that second read over the model's streamed weights in decode
+// order, as GB/s and as the tok/s it would allow (the ceiling for the decode's own bytes and order), next to the
+// same read over one 256 MiB buffer. Every variant's output is compared with the first's (prefetch never changes
+// a result).
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
@@ -28,6 +36,7 @@
 #include <random>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -173,6 +182,47 @@ int matrix_mode(const options& o, int64_t n_in, int64_t n_out) {
     return 0;
 }
 
+// The bytes of r read as two halves in lockstep, 128 bytes of each per step: the decode's order at two group
+// streams, without its arithmetic (256-bit loads where the CPU has AVX2, as the decode kernels on AMD use).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t read_halves_avx2(std::span<const uint8_t> r) {
+    const size_t h = r.size() / 256 * 128;
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t o = 0; o < h; o += 128)
+        for (const uint8_t* p : {r.data() + o, r.data() + h + o})
+            for (int k = 0; k < 4; k++)
+                acc = _mm256_xor_si256(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)));
+    return uint64_t(_mm256_extract_epi64(acc, 0)) ^ uint64_t(_mm256_extract_epi64(acc, 3));
+}
+#endif
+
+uint64_t read_halves(std::span<const uint8_t> r) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return read_halves_avx2(r);
+#endif
+    const size_t h = r.size() / 256 * 128;
+    uint64_t acc = 0, w[2];
+    for (size_t o = 0; o < h; o += 16)
+        for (const uint8_t* p : {r.data() + o, r.data() + h + o}) {
+            std::memcpy(w, p, 16);
+            acc ^= w[0] ^ w[1];
+        }
+    return acc;
+}
+
+// Wall-clock GB/s of reading ranges in halves on the calling thread alone (whatever --threads is), best of 3 passes.
+double read_halves_gbps(std::span<const std::span<const uint8_t>> ranges, uint64_t& sink) {
+    uint64_t bytes = 0;
+    for (const auto& r : ranges) bytes += r.size() / 256 * 256;
+    double best_s = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const auto& r : ranges) sink += read_halves(r);
+        best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return double(bytes) / best_s / 1e9;
+}
+
 int layers_mode(const options& o, int n_layers) {
     struct shape {
         const char* name;
@@ -216,34 +266,49 @@ int layers_mode(const options& o, int n_layers) {
             }
         const size_t nc = o.variants.size();
         std::vector<std::vector<std::vector<double>>> gb(nc, std::vector<std::vector<double>>(n_shapes + 1));
+        std::vector<std::vector<double>> halves(n_shapes + 1);
         std::vector<double> rd;
         std::vector<std::vector<float>> y0(ws.size());
         bool same = true;
+        uint64_t sink = 0;
+        // GB per CPU-second of each matrix kind and of all, best of 3 passes of pass(i) over the matrices.
+        const auto timed = [&](auto&& pass, std::vector<std::vector<double>>& out) {
+            std::vector<double> bt(n_shapes + 1, 1e30);
+            for (int rep = 0; rep < 3; rep++) {
+                std::vector<double> tt(n_shapes + 1, 0.0);
+                const double a0 = thread_seconds();
+                for (size_t i = 0; i < ws.size(); i++) {
+                    const double c0 = thread_seconds();
+                    pass(i);
+                    tt[size_t(kind[i])] += thread_seconds() - c0;
+                }
+                tt[n_shapes] = thread_seconds() - a0;
+                for (int k = 0; k <= n_shapes; k++) bt[size_t(k)] = std::min(bt[size_t(k)], tt[size_t(k)]);
+            }
+            for (int k = 0; k <= n_shapes; k++)
+                out[size_t(k)].push_back(double(k < n_shapes ? kind_bytes[k] : total) / bt[size_t(k)] / 1e9);
+        };
         for (int r = 0; r < o.rounds; r++) {
             rd.push_back(measure_read_gbps(pool, ranges, 1));
+            timed([&](size_t i) { sink += read_halves(ranges[i]); }, halves);
             for (size_t c = 0; c < nc; c++) {
                 set_variant(o, c);
-                std::vector<double> bt(n_shapes + 1, 1e30);
-                for (int rep = 0; rep < 3; rep++) {
-                    std::vector<double> tt(n_shapes + 1, 0.0);
-                    const double a0 = thread_seconds();
-                    for (size_t i = 0; i < ws.size(); i++) {
-                        const double c0 = thread_seconds();
+                timed(
+                    [&](size_t i) {
                         cpu::matmul(*ws[i], x.data(), 1, y.data(), pool);
-                        tt[size_t(kind[i])] += thread_seconds() - c0;
                         const size_t n = size_t(ws[i]->view().n_out);
                         if (y0[i].empty())
                             y0[i].assign(y.begin(), y.begin() + long(n));
                         else
                             same = same && std::equal(y0[i].begin(), y0[i].end(), y.begin());
-                    }
-                    tt[n_shapes] = thread_seconds() - a0;
-                    for (int k = 0; k <= n_shapes; k++) bt[size_t(k)] = std::min(bt[size_t(k)], tt[size_t(k)]);
-                }
-                for (int k = 0; k <= n_shapes; k++)
-                    gb[c][size_t(k)].push_back(double(k < n_shapes ? kind_bytes[k] : total) / bt[size_t(k)] / 1e9);
+                    },
+                    gb[c]);
             }
         }
+        std::printf("| %s | %.0f | %.1f | halves (%u) |", fs.c_str(), double(total) / 1e6, median(rd),
+                    unsigned(sink & 1));
+        for (int k = 0; k <= n_shapes; k++) std::printf(" %.1f |", median(halves[size_t(k)]));
+        std::printf("\n");
         for (size_t c = 0; c < nc; c++) {
             std::printf("| %s%s | %.0f | %.1f | %s |", fs.c_str(), same ? "" : " RESULTS DIFFER", double(total) / 1e6,
                         median(rd), variant_name(o, c).c_str());
@@ -262,6 +327,12 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
         o.tg, o.threads, o.repack ? "on" : "off", o.rounds);
     print_header(o, "model");
     thread_pool pool(o.threads);
+    constexpr size_t k_huge = size_t(2) << 20, k_region_bytes = size_t(256) << 20;
+    const std::unique_ptr<uint8_t, decltype(&std::free)> region(
+        static_cast<uint8_t*>(std::aligned_alloc(k_huge, k_region_bytes)), &std::free);
+    if (!region) throw std::runtime_error("cannot allocate the 256 MiB read buffer");
+    madvise(region.get(), k_region_bytes, MADV_HUGEPAGE);
+    std::memset(region.get(), 1, k_region_bytes);
     for (const auto& path : paths) {
         model_options mo;
         mo.repack = o.repack ? repack_mode::on : repack_mode::off;
@@ -272,7 +343,14 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
         std::vector<std::vector<double>> tps(o.variants.size()), cps(o.variants.size());
         bool same = true;
         std::vector<int32_t> ref;
-        for (int r = 0; r < o.rounds; r++)
+        const auto weights = m->streamed_weights();
+        uint64_t weight_bytes = 0, sink = 0;
+        for (const auto& r : weights) weight_bytes += r.size();
+        std::vector<double> read_model, read_region;
+        for (int r = 0; r < o.rounds; r++) {
+            read_model.push_back(read_halves_gbps(weights, sink));
+            const std::span<const uint8_t> one[] = {{region.get(), k_region_bytes}};
+            read_region.push_back(read_halves_gbps(one, sink));
             for (size_t c = 0; c < o.variants.size(); c++) {
                 set_variant(o, c);
                 const bench::decode_rate dr = bench::greedy_decode(*m, pool, o.tg, toks);
@@ -281,6 +359,13 @@ int model_mode(const options& o, const std::vector<std::string>& paths) {
                 if (ref.empty()) ref = toks;
                 same = same && toks == ref;
             }
+        }
+        const double rm = median(read_model);
+        std::printf(
+            "read in halves (median of the rounds): the %zu streamed weights in decode order (%.1f MB) %.2f "
+            "GB/s = %.2f tok/s; one 256 MiB buffer %.2f GB/s (%u)\n",
+            weights.size(), double(weight_bytes) / 1e6, rm, rm * 1e9 / double(weight_bytes), median(read_region),
+            unsigned(sink & 1));
         const auto slash = path.find_last_of('/');
         std::printf("| %s%s |", path.substr(slash == std::string::npos ? 0 : slash + 1).c_str(),
                     same ? "" : " TOKENS DIFFER");

@@ -1,0 +1,155 @@
+// Does arithmetic between the loads of a sequential read slow the read from DRAM, even where that arithmetic is
+// far from being the bottleneck? The decode kernels are such reads: two streams of weights, a few vector operations
+// per 32 bytes, several times faster than DRAM when their bytes are in L2 (docs/cpu.md, "Session 22").
+//   bench-read-work [--mib 256] [--rounds 9]
+// Every variant reads a buffer of 2 MiB pages as two halves in lockstep (128 bytes of each per step, four 256-bit
+// loads), one thread, with W operations of a kind after every load. Each round measures every variant in turn:
+// one pass over the whole buffer (DRAM) and 200 passes over its first 512 KiB (L2). Prints per variant the
+// medians over rounds and the median ratio to the loads-only loop of the same round.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "guarded-main.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace {
+
+enum class work { none, vpaddd, vpdpbusd, scalar, nops };
+
+// Sums the halves [a, a + h) and [b, b + h) (h a multiple of 128) with W operations of kind K after every 32-byte
+// load: vector ops form a chain on the loaded vector, scalar ones chains on four registers, nops are 4 per step.
+template <work K, int W>
+__attribute__((target("avx2"), noinline)) uint64_t read_pair(const uint8_t* a, const uint8_t* b, size_t h) {
+    __m256i acc[4] = {};
+    const __m256i ones = _mm256_set1_epi8(1);
+    uint64_t g0 = 1, g1 = 2, g2 = 3, g3 = 4;
+    for (size_t o = 0; o < h; o += 128)
+        for (const uint8_t* p : {a + o, b + o})
+            for (int k = 0; k < 4; k++) {
+                __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
+                const __m256i v = t;
+                for (int w = 0; w < W; w++) {
+                    if constexpr (K == work::vpaddd) t = _mm256_add_epi32(t, ones);
+                    // AVX-512 VNNI on 256-bit registers (as the decode kernels use it), by asm so that the rest of
+                    // the bench needs only AVX2; run only where the CPU has it.
+                    if constexpr (K == work::vpdpbusd)
+                        asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(t) : "v"(v), "v"(ones));
+                    if constexpr (K == work::scalar) {
+                        g0 = g0 * 3 + uint64_t(w);
+                        g1 = g1 * 5 + uint64_t(w);
+                        g2 ^= g1 >> 3;
+                        g3 += g0;
+                        asm volatile("" : "+r"(g0), "+r"(g1), "+r"(g2), "+r"(g3));
+                    }
+                    if constexpr (K == work::nops) asm volatile("nop; nop; nop; nop");
+                }
+                acc[k] = K == work::none ? _mm256_xor_si256(acc[k], t) : _mm256_add_epi32(acc[k], t);
+            }
+    const __m256i s = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
+    return uint64_t(_mm256_extract_epi64(s, 0)) ^ uint64_t(_mm256_extract_epi64(s, 3)) ^ g0 ^ g1 ^ g2 ^ g3;
+}
+
+struct variant {
+    const char* name;
+    uint64_t (*fn)(const uint8_t*, const uint8_t*, size_t);
+    bool needs_vnni;
+};
+
+const variant k_variants[] = {
+    {"loads only (xor)", read_pair<work::none, 0>, false},
+    {"+1 vpaddd per load", read_pair<work::vpaddd, 1>, false},
+    {"+4 vpaddd per load", read_pair<work::vpaddd, 4>, false},
+    {"+1 vpdpbusd per load", read_pair<work::vpdpbusd, 1>, true},
+    {"+4 vpdpbusd per load", read_pair<work::vpdpbusd, 4>, true},
+    {"+1 x 4 scalar ops per load", read_pair<work::scalar, 1>, false},
+    {"+4 x 4 nops per load", read_pair<work::nops, 4>, false},
+    {"loads only (xor) again", read_pair<work::none, 0>, false},
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+int run(int argc, char** argv) {
+    size_t mib = 256;
+    int rounds = 9;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--mib" && i + 1 < argc)
+            mib = size_t(std::max(4, std::atoi(argv[++i])));
+        else if (a == "--rounds" && i + 1 < argc)
+            rounds = std::max(1, std::atoi(argv[++i]));
+        else {
+            std::fprintf(stderr, "usage: bench-read-work [--mib 256] [--rounds 9]\n");
+            return 2;
+        }
+    }
+    if (!__builtin_cpu_supports("avx2")) {
+        std::printf("bench-read-work: needs AVX2\n");
+        return 0;
+    }
+    const bool vnni = __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    constexpr size_t huge = size_t(2) << 20, l2_bytes = size_t(512) << 10;
+    const size_t bytes = mib << 20;
+    void* map = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) throw std::runtime_error("cannot map the buffer");
+    auto* buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(map) + huge - 1) & ~(huge - 1));
+    madvise(buf, bytes, MADV_HUGEPAGE);
+    std::memset(buf, 1, bytes);
+    const auto now = [] { return std::chrono::steady_clock::now(); };
+    const auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
+    const size_t n = std::size(k_variants);
+    std::vector<std::vector<double>> dram(n), l2(n), ratio(n);
+    uint64_t sink = 0;
+    for (int r = 0; r < rounds; r++) {
+        std::vector<double> round(n, 0.0);
+        for (size_t i = 0; i < n; i++) {
+            if (k_variants[i].needs_vnni && !vnni) continue;
+            auto t0 = now();
+            sink += k_variants[i].fn(buf, buf + bytes / 2, bytes / 2);
+            round[i] = double(bytes) / secs(now() - t0) / 1e9;
+            t0 = now();
+            for (int rep = 0; rep < 200; rep++) sink += k_variants[i].fn(buf, buf + l2_bytes / 2, l2_bytes / 2);
+            l2[i].push_back(200.0 * double(l2_bytes) / secs(now() - t0) / 1e9);
+            dram[i].push_back(round[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (round[i] > 0) ratio[i].push_back(round[i] / round[0]);
+    }
+    munmap(map, bytes + huge);
+    std::printf("two halves of %zu MiB in lockstep, 1 thread, medians of %d rounds (checksum %llu)\n\n", mib, rounds,
+                static_cast<unsigned long long>(sink & 0xff));
+    std::printf("| loop | DRAM GB/s | ratio to loads only | L2 GB/s (512 KiB) |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < n; i++) {
+        if (dram[i].empty()) {
+            std::printf("| %s | (no AVX-512 VNNI) | | |\n", k_variants[i].name);
+            continue;
+        }
+        std::printf("| %s | %.2f | %.3f | %.1f |\n", k_variants[i].name, median(dram[i]), median(ratio[i]),
+                    median(l2[i]));
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return memtile::bench::guarded_main(argc, argv, run);
+}
+#else
+int main() {
+    std::printf("bench-read-work: x86-64 only\n");
+    return 0;
+}
+#endif
