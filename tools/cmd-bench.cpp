@@ -20,6 +20,7 @@
 #include "core/units.h"
 #include "gguf/gguf-file.h"
 #include "model-flags.h"
+#include "observe/bandwidth.h"
 #include "observe/forward-profile.h"
 #include "observe/machine-profile.h"
 #include "observe/memory-model.h"
@@ -225,7 +226,12 @@ public:
                 rows.push_back(r);
                 if (profile_) {
                     once(n, true);
-                    profile_text.push_back(profile_report(fp, r, n, prof.has_value()));
+                    // The decode's own ceiling: its weights read as it walks them, by this pool, without arithmetic.
+                    const auto weights = model->streamed_weights();
+                    uint64_t weight_bytes = 0;
+                    for (const auto& w : weights) weight_bytes += w.size();
+                    const double own = measure_decode_read_gbps(*pool, weights, 2, 3);
+                    profile_text.push_back(profile_report(fp, r, n, prof.has_value(), own, weight_bytes));
                 }
             }
         }
@@ -377,7 +383,9 @@ private:
         }
     }
 
-    std::string profile_report(const forward_profile& fp, const bench_row& r, int n, bool have_profile) {
+    // own_gbps: the model's weight_bytes read as the decode walks them (measure_decode_read_gbps).
+    std::string profile_report(const forward_profile& fp, const bench_row& r, int n, bool have_profile, double own_gbps,
+                               uint64_t weight_bytes) {
         const double tokens = double(n);
         const double total_ms = fp.total().ns / 1e6 / tokens;
         std::string s = fmt::format(
@@ -419,6 +427,22 @@ private:
                 "{:.3f} ms/token: {:.1f} %\n",
                 format_bytes(uint64_t(bytes)), r.available_gbps, have_profile ? "machine profile" : "quick measurement",
                 floor_ms, 1000.0 / r.mean, 100.0 * floor_ms * r.mean / 1000.0);
+        }
+        if (own_gbps > 0) {
+            const double read_ms = double(weight_bytes) / (own_gbps * 1e9) * 1e3;
+            s += fmt::format(
+                "the weights ({}) read as the decode walks them (matrix by matrix over the threads, two runs per "
+                "chunk, "
+                "no arithmetic): {:.2f} GB/s{}, {:.3f} ms/token; the decode's {:.3f} ms/token is {:.1f} % of that "
+                "read's rate (the rest is the kernels' arithmetic between loads and the other ops)\n",
+                format_bytes(weight_bytes), own_gbps,
+                r.available_gbps > 0
+                    ? fmt::format(" ({:.1f} % of {:.2f})", 100.0 * own_gbps / r.available_gbps, r.available_gbps)
+                    : std::string(),
+                read_ms, 1000.0 / r.mean, 100.0 * read_ms * r.mean / 1000.0);
+            if (read_ms * r.mean > 1000.0 || (r.available_gbps > 0 && own_gbps > r.available_gbps))
+                s += "(a share above 100 %: the machine's read rate changed between the measurements, which ran at "
+                     "different moments)\n";
         }
         return s;
     }

@@ -65,6 +65,51 @@ uint64_t sum_lines(const uint8_t* p, size_t n_lines) {
     return sum_bytes(p, n_lines * 64);
 }
 
+// xor_runs' value over [p, p + n) read in order, 8 bytes at a time (p + n - tail zero-padded).
+uint64_t xor_words(const uint8_t* p, size_t n) {
+    uint64_t r = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        r ^= w;
+    }
+    if (i < n) {
+        uint64_t w = 0;
+        std::memcpy(&w, p + i, n - i);  // little-endian: the bytes land in the low end, as in a whole word
+        r ^= w;
+    }
+    return r;
+}
+
+// The runs of xor_runs: S runs of len bytes (a multiple of 128) starting at p, p + len, ...
+#if defined(__x86_64__)
+template <int S>
+__attribute__((target("avx2"))) uint64_t xor_runs_avx2(const uint8_t* p, size_t len) {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (size_t o = 0; o < len; o += 128)
+        for (int s = 0; s < S; s++) {
+            const auto* v = reinterpret_cast<const __m256i*>(p + size_t(s) * len + o);
+            for (int k = 0; k < 4; k++) acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(v + k));
+        }
+    const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
+    alignas(32) uint64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), x);
+    return out[0] ^ out[1] ^ out[2] ^ out[3];
+}
+#endif
+
+uint64_t xor_runs_plain(const uint8_t* p, size_t len, int streams) {
+    uint64_t acc[4] = {};
+    for (size_t o = 0; o < len; o += 32)
+        for (int s = 0; s < streams; s++) {
+            uint64_t w[4];
+            std::memcpy(w, p + size_t(s) * len + o, 32);
+            for (int k = 0; k < 4; k++) acc[k] ^= w[k];
+        }
+    return acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+}
+
 struct read_job {
     uint8_t* data;
     size_t lines;
@@ -129,6 +174,50 @@ double measure_read_gbps(thread_pool& pool, std::span<const std::span<const uint
     }
     volatile uint64_t keep = 0;
     for (uint64_t v : sinks) keep = keep + v;
+    return best;
+}
+
+uint64_t xor_runs(const uint8_t* p, size_t n, int streams) {
+    if (streams < 1 || streams > 8) fail("observe", "xor_runs: {} streams (1 to 8)", streams);
+    const size_t len = n / (size_t(streams) * 128) * 128;
+    uint64_t r = 0;
+    if (len > 0) {
+#if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx2") && (streams == 1 || streams == 2 || streams == 4)) {
+            r = streams == 1   ? xor_runs_avx2<1>(p, len)
+                : streams == 2 ? xor_runs_avx2<2>(p, len)
+                               : xor_runs_avx2<4>(p, len);
+        } else
+#endif
+            r = xor_runs_plain(p, len, streams);
+    }
+    const size_t done = len * size_t(streams);  // a multiple of 8, so the words after it keep their alignment to p
+    return r ^ xor_words(p + done, n - done);
+}
+
+double measure_decode_read_gbps(thread_pool& pool, std::span<const std::span<const uint8_t>> ranges, int streams,
+                                int reps) {
+    uint64_t total = 0;
+    for (const auto& r : ranges) total += r.size();
+    if (total < 128 || reps < 1)
+        fail("observe", "measure_decode_read_gbps: needs at least 128 bytes and one repetition");
+    if (streams < 1 || streams > 8) fail("observe", "measure_decode_read_gbps: {} streams (1 to 8)", streams);
+    std::vector<uint64_t> sinks(size_t(pool.size()) * 8);
+    double best = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const auto& r : ranges) {
+            const int64_t units = int64_t((r.size() + 127) / 128);  // 128-byte units, as rows in groups
+            pool.parallel_for(units, [&](int th, int64_t a, int64_t b) {
+                const size_t lo = size_t(a) * 128, hi = std::min(r.size(), size_t(b) * 128);
+                sinks[size_t(th) * 8] ^= xor_runs(r.data() + lo, hi - lo, streams);
+            });
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, double(total) / s / 1e9);
+    }
+    volatile uint64_t keep = 0;
+    for (uint64_t v : sinks) keep = keep ^ v;
     return best;
 }
 

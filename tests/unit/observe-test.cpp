@@ -72,6 +72,25 @@ bool well_formed(const std::string& x, std::string& why) {
     return root_seen || (why = "no root", false);
 }
 
+// The decode-pattern read covers every byte whatever its run count: its value equals the XOR of the zero-padded
+// 64-bit words, computed here byte by byte, for lengths around the 128-byte steps and unaligned starts.
+TEST(observe_read, xor_runs_reads_every_byte_with_any_run_count) {
+    std::vector<uint8_t> buf(70000);
+    uint32_t x = 12345;
+    for (auto& b : buf) b = uint8_t((x = x * 1664525u + 1013904223u) >> 24);
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(127), size_t(128), size_t(129), size_t(1000),
+                     size_t(4096 + 13), size_t(65536 + 77)})
+        for (size_t off : {size_t(0), size_t(3)}) {
+            const uint8_t* p = buf.data() + off;
+            uint64_t ref = 0;
+            for (size_t i = 0; i < n; i++) ref ^= uint64_t(p[i]) << (8 * (i % 8));
+            for (int s = 1; s <= 8; s++)
+                EXPECT_EQ(xor_runs(p, n, s), ref) << "n " << n << " offset " << off << " runs " << s;
+        }
+    EXPECT_THROW(xor_runs(buf.data(), 256, 0), error);
+    EXPECT_THROW(xor_runs(buf.data(), 256, 9), error);
+}
+
 TEST(observe_svg, escapes_text_and_checker_catches_errors) {
     EXPECT_EQ(xml_escape("a<b & \"c\" 'd'>\x01"), "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
     std::string why;
@@ -230,8 +249,11 @@ TEST_F(observe_forward, streamed_weights_are_the_matrices_decode_reads_and_can_b
     EXPECT_LE(total, mm.streamed_bytes_per_token);
     thread_pool pool(2);
     EXPECT_GT(measure_read_gbps(pool, ranges, 1), 0.0);
+    EXPECT_GT(measure_decode_read_gbps(pool, ranges, 2, 1), 0.0);
     const std::vector<std::span<const uint8_t>> tiny = {ranges[0].first(64)};
     EXPECT_THROW(measure_read_gbps(pool, tiny, 1), error);
+    EXPECT_THROW(measure_decode_read_gbps(pool, tiny, 2, 1), error);
+    EXPECT_THROW(measure_decode_read_gbps(pool, ranges, 0, 1), error);
 }
 
 TEST_F(observe_forward, hugepage_load_gives_the_same_bytes) {
