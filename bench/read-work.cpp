@@ -3,9 +3,9 @@
 // per 32 bytes, several times faster than DRAM when their bytes are in L2 (docs/cpu.md, "Session 22").
 //   bench-read-work [--mib 256] [--rounds 9]
 // Every variant reads a buffer of 2 MiB pages as two halves in lockstep (128 bytes of each per step, four 256-bit
-// loads), one thread, with W operations of a kind after every load. Each round measures every variant in turn:
-// one pass over the whole buffer (DRAM) and 200 passes over its first 512 KiB (L2). Prints per variant the
-// medians over rounds and the median ratio to the loads-only loop of the same round.
+// loads), one thread, with W operations of a kind after every load, or with a second operand read from L1. Each round
+// measures every variant in turn: one pass over the whole buffer (DRAM) and 200 passes over its first 512 KiB (L2).
+// Prints per variant the medians over rounds and the median ratio to the loads-only loop of the same round.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -24,7 +24,12 @@
 
 namespace {
 
-enum class work { none, vpaddd, vpdpbusd, scalar, nops };
+enum class work { none, vpaddd, vpdpbusd, scalar, nops, l1_loads, activations };
+
+// A second, L1-resident operand: l1_loads read it at 96 bytes per 32-byte weight load, wrapping at 4 KiB (a stream
+// of L1 hits three times as fast as the weights); activations read 32 bytes of its first 2 KiB per 128 bytes of each
+// half, wrapping, as the K-quant decode kernels read their activations (shared by the two streams).
+alignas(4096) uint8_t g_side[4096];
 
 // Sums the halves [a, a + h) and [b, b + h) (h a multiple of 128) with W operations of kind K after every 32-byte
 // load: vector ops form a chain on the loaded vector, scalar ones chains on four registers, nops are 4 per step.
@@ -33,11 +38,18 @@ __attribute__((target("avx2"), noinline)) uint64_t read_pair(const uint8_t* a, c
     __m256i acc[4] = {};
     const __m256i ones = _mm256_set1_epi8(1);
     uint64_t g0 = 1, g1 = 2, g2 = 3, g3 = 4;
-    for (size_t o = 0; o < h; o += 128)
+    size_t side = 0;
+    for (size_t o = 0; o < h; o += 128) {
+        __m256i x = ones;
+        if constexpr (K == work::activations) {
+            x = _mm256_load_si256(reinterpret_cast<const __m256i*>(g_side + side));
+            side = (side + 32) % 2048;
+        }
         for (const uint8_t* p : {a + o, b + o})
             for (int k = 0; k < 4; k++) {
                 __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
                 const __m256i v = t;
+                if constexpr (K == work::activations) t = _mm256_add_epi32(t, x);
                 for (int w = 0; w < W; w++) {
                     if constexpr (K == work::vpaddd) t = _mm256_add_epi32(t, ones);
                     // AVX-512 VNNI on 256-bit registers (as the decode kernels use it), by asm so that the rest of
@@ -52,9 +64,15 @@ __attribute__((target("avx2"), noinline)) uint64_t read_pair(const uint8_t* a, c
                         asm volatile("" : "+r"(g0), "+r"(g1), "+r"(g2), "+r"(g3));
                     }
                     if constexpr (K == work::nops) asm volatile("nop; nop; nop; nop");
+                    if constexpr (K == work::l1_loads) {
+                        t = _mm256_xor_si256(
+                            t, _mm256_load_si256(reinterpret_cast<const __m256i*>(g_side + ((side + 32 * w) & 4064))));
+                        side += 96;
+                    }
                 }
                 acc[k] = K == work::none ? _mm256_xor_si256(acc[k], t) : _mm256_add_epi32(acc[k], t);
             }
+    }
     const __m256i s = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
     return uint64_t(_mm256_extract_epi64(s, 0)) ^ uint64_t(_mm256_extract_epi64(s, 3)) ^ g0 ^ g1 ^ g2 ^ g3;
 }
@@ -73,6 +91,8 @@ const variant k_variants[] = {
     {"+4 vpdpbusd per load", read_pair<work::vpdpbusd, 4>, true},
     {"+1 x 4 scalar ops per load", read_pair<work::scalar, 1>, false},
     {"+4 x 4 nops per load", read_pair<work::nops, 4>, false},
+    {"+1 L1-hit load per load (a 4 KiB side stream)", read_pair<work::l1_loads, 1>, false},
+    {"+1 vpaddd per load, activations as the kernels", read_pair<work::activations, 0>, false},
     {"loads only (xor) again", read_pair<work::none, 0>, false},
 };
 
@@ -127,6 +147,21 @@ int run(int argc, char** argv) {
         for (size_t i = 0; i < n; i++)
             if (round[i] > 0) ratio[i].push_back(round[i] / round[0]);
     }
+    // The two runs' distance: the buffer as pairs of adjacent D-byte chunks, each pair read in lockstep (runs D
+    // apart, restarting every 2 D bytes), bare and with +4 vpdpbusd (where the CPU has it: else +4 vpaddd).
+    const size_t distances[] = {9472, 37888, 69632, 270336, 1212416, bytes / 2};  // 9472: adjacent x8 Q4_K groups
+    const auto work_fn = vnni ? read_pair<work::vpdpbusd, 4> : read_pair<work::vpaddd, 4>;
+    std::vector<std::vector<double>> dist_bare(std::size(distances)), dist_work(std::size(distances));
+    for (int r = 0; r < rounds; r++)
+        for (size_t i = 0; i < std::size(distances); i++) {
+            const size_t d = distances[i] / 128 * 128, pairs = bytes / (2 * d);
+            for (int w = 0; w < 2; w++) {
+                const auto fn = w ? work_fn : read_pair<work::none, 0>;
+                const auto t0 = now();
+                for (size_t c = 0; c < pairs; c++) sink += fn(buf + 2 * d * c, buf + 2 * d * c + d, d);
+                (w ? dist_work : dist_bare)[i].push_back(double(2 * d * pairs) / secs(now() - t0) / 1e9);
+            }
+        }
     munmap(map, bytes + huge);
     std::printf("two halves of %zu MiB in lockstep, 1 thread, medians of %d rounds (checksum %llu)\n\n", mib, rounds,
                 static_cast<unsigned long long>(sink & 0xff));
@@ -139,6 +174,10 @@ int run(int argc, char** argv) {
         std::printf("| %s | %.2f | %.3f | %.1f |\n", k_variants[i].name, median(dram[i]), median(ratio[i]),
                     median(l2[i]));
     }
+    std::printf("\nthe two runs D bytes apart (pairs of adjacent D-byte chunks), DRAM GB/s, medians:\n\n");
+    std::printf("| D | loads only | +4 %s per load |\n|---|---|---|\n", vnni ? "vpdpbusd" : "vpaddd");
+    for (size_t i = 0; i < std::size(distances); i++)
+        std::printf("| %zu | %.2f | %.2f |\n", distances[i], median(dist_bare[i]), median(dist_work[i]));
     return 0;
 }
 
