@@ -1,11 +1,12 @@
 // Does arithmetic between the loads of a sequential read slow the read from DRAM, even where that arithmetic is
 // far from being the bottleneck? The decode kernels are such reads: two streams of weights, a few vector operations
-// per 32 bytes, several times faster than DRAM when their bytes are in L2 (docs/cpu.md, "Session 22").
+// per 32 bytes, faster than DRAM when their bytes are in L2 (docs/cpu.md, "Session 22").
 //   bench-read-work [--mib 256] [--rounds 9]
 // Every variant reads a buffer of 2 MiB pages as two halves in lockstep (128 bytes of each per step, four 256-bit
 // loads), one thread, with W operations of a kind after every load, or with a second operand read from L1. Each round
 // measures every variant in turn: one pass over the whole buffer (DRAM) and 200 passes over its first 512 KiB (L2).
-// Prints per variant the medians over rounds and the median ratio to the loads-only loop of the same round.
+// Prints per variant the medians over rounds and the median ratio to the loads-only loop of the same round; then the
+// same read with the two runs D bytes apart for several D (what the distance between a decode's runs costs).
 #include <sys/mman.h>
 
 #include <algorithm>
