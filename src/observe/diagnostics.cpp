@@ -1,5 +1,7 @@
 #include "observe/diagnostics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace memtile {
@@ -31,6 +33,12 @@ std::vector<std::string> diag_warnings(const diag_input& d) {
         w.push_back(
             "transparent huge pages disabled: every 4 KiB page of the weights needs its own TLB entry; "
             "enable with: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (then use --hugepages)");
+    if (std::any_of(d.sys.damon_actions.begin(), d.sys.damon_actions.end(),
+                    [](const std::string& a) { return a == "pageout" || a == "damon_reclaim"; }))
+        w.push_back(
+            "DAMON pages out memory it finds cold here (a running kdamond scheme 'pageout' or damon_reclaim): a "
+            "model mapped from its file (--repack off, or tensors left in the file's layout) can lose its pages "
+            "between requests and read them from disk again; --mlock keeps them resident");
     if (d.sys.governor == "powersave")
         w.push_back(
             "CPU frequency governor is powersave: cores clock down between tokens; for steady decode use "
@@ -81,6 +89,7 @@ nlohmann::json diag_to_json(const diag_input& d) {
                    {"available_bytes", opt(s.mem.available)},
                    {"swap_total_bytes", opt(s.mem.swap_total)},
                    {"swap_free_bytes", opt(s.mem.swap_free)}};
+    j["damon_actions"] = s.damon_actions;
     j["huge_pages"] = {{"thp_enabled", s.thp_enabled},
                        {"thp_defrag", s.thp_defrag},
                        {"pool_total", opt(s.mem.hugepages_total)},

@@ -345,6 +345,16 @@ system_info read_system_info(const std::string& root) {
     if (auto t = read_source(root + "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", missing)) s.governor = *t;
     if (auto t = read_text_file(root + "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
         if (auto khz = to_double(*t)) s.max_mhz = *khz / 1000.0;
+    const std::filesystem::path damon = root + "/sys/kernel/mm/damon/admin/kdamonds";
+    for (const auto& k : sorted_entries(damon, ""))
+        if (read_source((k / "state").string(), nullptr).value_or("") == "on")
+            for (const auto& c : sorted_entries(k / "contexts", ""))
+                for (const auto& sc : sorted_entries(c / "schemes", ""))
+                    if (auto a = read_source((sc / "action").string(), nullptr); a && !a->empty())
+                        s.damon_actions.push_back(*a);
+    if (auto t = read_source(root + "/sys/module/damon_reclaim/parameters/enabled", nullptr);
+        t && (*t == "Y" || *t == "1"))
+        s.damon_actions.push_back("damon_reclaim");
     s.thermal = read_thermal_state(root);
     if (s.thermal.zones.empty()) s.unavailable.push_back(root + "/sys/class/thermal/thermal_zone*");
     if (!s.thermal.throttle_events) s.unavailable.push_back(root + "/sys/devices/system/cpu/cpu*/thermal_throttle");

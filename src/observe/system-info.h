@@ -88,6 +88,10 @@ struct system_info {
     std::string governor;                 // cpu0 scaling_governor
     std::optional<double> max_mhz;        // cpu0 cpuinfo_max_freq
     thermal_state thermal;
+    // DAMON's memory-management schemes at work: the action of every scheme of a running kdamond ("pageout",
+    // "lru_deprio", ...; /sys/kernel/mm/damon/admin) and "damon_reclaim" when that module is enabled. Empty when
+    // none runs or the kernel has no DAMON (not listed as unavailable: most kernels have none).
+    std::vector<std::string> damon_actions;
     std::vector<std::string> unavailable;  // sources that could not be read (paths under root)
 };
 system_info read_system_info(const std::string& root = "");

@@ -35,6 +35,7 @@ TEST(observe_system_info, epyc_kvm_fixture) {
     EXPECT_GT(*s.mem.total, *s.mem.available);
     EXPECT_EQ(s.mem.hugepage_size.value_or(0), 2048u * 1024);
     EXPECT_EQ(s.thp_enabled, "madvise");
+    EXPECT_EQ(s.damon_actions, std::vector<std::string>{"pageout"});  // kdamond 0 on, paddr, one pageout scheme
     // No cpufreq, thermal zones or throttle counters on this VM: listed as unavailable, not errors.
     EXPECT_EQ(s.governor, "");
     EXPECT_TRUE(s.thermal.zones.empty());
@@ -61,6 +62,8 @@ TEST(observe_system_info, hybrid_odd_fixture) {
     EXPECT_EQ(s.mem.hugepages_free.value(), 4u);
     EXPECT_EQ(s.thp_enabled, "never");
     EXPECT_EQ(s.thp_defrag, "");  // file absent
+    // kdamond 0 is off (its pageout scheme does not count); the damon_reclaim module is enabled.
+    EXPECT_EQ(s.damon_actions, std::vector<std::string>{"damon_reclaim"});
     EXPECT_EQ(s.governor, "powersave");
     EXPECT_DOUBLE_EQ(s.max_mhz.value(), 4800.0);
     EXPECT_DOUBLE_EQ(s.thermal.mean_mhz.value(), 1500.0);
@@ -78,6 +81,7 @@ TEST(observe_system_info, hybrid_odd_fixture) {
 TEST(observe_system_info, missing_root_is_unavailable_not_an_error) {
     const system_info s = read_system_info(fixture("does-not-exist"));
     EXPECT_EQ(s.cpu.logical_cpus, 0);
+    EXPECT_TRUE(s.damon_actions.empty());
     EXPECT_TRUE(s.caches.empty());
     EXPECT_GE(s.unavailable.size(), 5u);
     const process_counters c = read_process_counters(fixture("does-not-exist"));

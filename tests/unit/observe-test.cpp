@@ -155,14 +155,21 @@ TEST(observe_diag, warnings_on_the_odd_fixture) {
     EXPECT_TRUE(has("larger than available memory"));
     EXPECT_TRUE(has("no machine profile"));
     EXPECT_TRUE(has("lacks the cuda backend"));
+    EXPECT_TRUE(has("DAMON pages out"));  // damon_reclaim enabled (its kdamond's own scheme is off)
     const auto j = diag_to_json(d);
     EXPECT_EQ(j["cpu"]["core_kinds"]["efficiency"], 5);
     EXPECT_TRUE(j["memory"]["available_bytes"].is_null());
     EXPECT_EQ(j["warnings"].size(), w.size());
 
+    // The development VM: nothing wrong but DAMON's pageout scheme, which it runs.
     diag_input quiet;
     quiet.sys = read_system_info(fixture("epyc-kvm"));
     quiet.profile = machine_profile{};
+    const auto qw = diag_warnings(quiet);
+    ASSERT_EQ(qw.size(), 1u);
+    EXPECT_NE(qw[0].find("DAMON pages out"), std::string::npos);
+    EXPECT_EQ(diag_to_json(quiet)["damon_actions"], nlohmann::json::array({"pageout"}));
+    quiet.sys.damon_actions = {"lru_deprio"};
     EXPECT_TRUE(diag_warnings(quiet).empty());
 }
 
