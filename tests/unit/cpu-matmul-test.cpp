@@ -344,7 +344,7 @@ TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
             const std::vector<uint8_t> wq = encode(fc.type, wf, n_out, n_in);
             const weight_view view{fc.type, wq.data(), n_in, n_out, size_t(row_bytes(fc.type, uint64_t(n_in)))};
             const auto pw = prepare_weight(view, {.repack = true});
-            for (int streams : {1, 4}) {
+            for (int streams : {1, 2, 4}) {
                 set_decode_streams(streams, 1);
                 for (int64_t n_tok : {1, 3, 4, 9}) {
                     const std::vector<float> x = uniform(size_t(n_in * n_tok), 52);

@@ -92,8 +92,6 @@ void gemv_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, float*, int
 void gemm_x32_f32(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_x32_f16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
-// The Q8_0 x8 decode (gemv_x8_fn), also the AVX-512 set's (avx512/matmul-avx512-repack.cpp says why).
-void gemv_x8_q8_0(const uint8_t*, size_t, const act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void quantize_q8_0(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 void quantize_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 

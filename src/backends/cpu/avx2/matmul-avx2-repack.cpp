@@ -332,11 +332,6 @@ const detail::repack_kernel_set k_avx2_repack = {
 
 }  // namespace
 
-void gemv_x8_q8_0(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t, float* y, int64_t n_out,
-                  int64_t g0, int64_t g1) {
-    gemv_x8<x8<dtype::q8_0>>(packed, group_bytes, a, t, y, n_out, g0, g1);
-}
-
 }  // namespace memtile::cpu::avx2
 
 namespace memtile::cpu::detail {

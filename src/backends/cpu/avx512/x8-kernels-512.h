@@ -12,8 +12,10 @@
 // results are the AVX2 path's bit for bit (tests/unit/cpu-matmul-test.cpp checks it), and, as there, the same for every
 // NT and G. Half the vector instructions per weight byte of the AVX2 kernels or fewer (Q8_0: 3 per 64 bytes against
 // 14). On session 15's AMD Zen 5 (one core reads ~30 GB/s), in-cache products ran 1.4-1.9x the AVX2 kernels' speed and
-// the decode from DRAM Q5_K +8-15 %, Q4_K / Q6_K 0-6 %, Q4_0 equal; the Q8_0 decode 5-10 % slower (cause not found: its
-// loads are the AVX2 kernel's), so the set takes AVX2's Q8_0 decode and keeps this one for Q8_0 prefill. Two sets:
+// the decode from DRAM Q5_K +8-15 %, Q4_K / Q6_K 0-6 %, Q4_0 equal; the Q8_0 decode 5-10 % slower with its 512-bit
+// loads, so until session 22 the set took AVX2's Q8_0 decode. Session 22 (docs/cpu.md): with the narrow loads below,
+// the AVX-512 Q8_0 decode against AVX2's in-process, medians: Zen 4 +1.0-5.5 % (TinyLlama / Llama-3.2-1B Q8_0, 1
+// thread, 8 of 8 pairs), the device host's Xeon (512-bit loads) +18-21 % at 1 thread and +16-30 % at 4. Two sets:
 // isa::avx512, and isa::avx512_gfni, whose K-quant kernels take their bit fields out with GFNI affine transforms
 // (gf2p8affineqb: a Q4_K / Q5_K high nibble in one instruction instead of a shift and a mask, Q6_K's fourth level
 // vector in four instead of seven, Q5_K's fifth bits of a vector pair in one), same bits. On session 17's AMD Zen 4
@@ -22,16 +24,17 @@
 // AVX-512 CPUs without GFNI (Skylake-X, Cascade Lake). A pair of vectors is one 64-byte load, although the Q8_0 / Q4_K
 // / Q5_K pairs start 32 bytes into a cache line every other time: on session 17's Zen 4 the two aligned halves joined
 // by vinserti64x4 (the form before) ran 10-19 % slower in cache and 3-13 % slower in prefill, and the decode from DRAM
-// was equal. (Session 15's Zen 5 measured the one load slower in the Q8_0 decode, which takes the AVX2 kernel anyway.)
+// was equal. (Session 15's Zen 5 measured the one load slower in the Q8_0 decode.)
 // The decode (gemv_x8_loads) takes two 256-bit loads per pair instead where set_decode_load_width says so (AMD, except
-// Q5_K): on session 20's Zen 4 they streamed the weights from DRAM 3-6 % faster although they run slower from L2.
+// Q5_K): on session 20's Zen 4 they streamed the weights from DRAM 3-6 % faster although they run slower from L2 (the
+// Q8_0 decode with 512-bit loads: -4 to -6 % against AVX2's on session 22's Zen 4).
 #pragma once
 
 #include "backends/cpu/avx512/avx512-common.h"
 #include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx2 {
-// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp) and the Q8_0 decode (avx2/matmul-avx2-repack.cpp), declared
+// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp), declared
 // here rather than through avx2-common.h so that no AVX2 header code is compiled with the AVX-512 flags.
 void gemv_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemv_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
@@ -40,7 +43,6 @@ void gemm_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, int6
 void gemm_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t,
                    int64_t);
-void gemv_x8_q8_0(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 }  // namespace memtile::cpu::avx2
 
 namespace memtile::cpu::avx512 {
@@ -425,7 +427,7 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
 // session 19, Zen 4, 1 thread, processes alternated 3 times: TinyLlama Q8_0 pp64 95.0-100.6 -> 110.7-113.0 tok/s,
 // Llama-3.2-1B 102.5-103.8 -> 110.0-115.9; the AVX2 decode on the new layout unchanged (in cache 52-54 GB/s per
 // CPU-second either way).
-template <int NT, int G>
+template <int NT, int G, bool N = false>
 void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
                    int64_t n_out) {
     constexpr int64_t pair_bytes = 544;
@@ -453,7 +455,7 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
             __m512i x[NT];
             for (int j = 0; j < NT; j++) x[j] = _mm512_permutexvar_epi32(idx, act[j]);
             for (int g = 0; g < G; g++) {
-                const __m512i u = _mm512_xor_si512(load_pair(gp[g] + pair + 32 + 64 * v), flip);
+                const __m512i u = _mm512_xor_si512(load_pair<N>(gp[g] + pair + 32 + 64 * v), flip);
                 for (int j = 0; j < NT; j++) sum[g][j] = _mm512_dpbusd_epi32(sum[g][j], u, x[j]);
             }
         }
@@ -495,7 +497,7 @@ struct x8 {
         else if constexpr (T == dtype::q6_k)
             q6_k_x8<GF, NT, G, N>(gp, a, tok, y, o0, n);
         else if constexpr (T == dtype::q8_0)
-            q8_0_x8_pairs<NT, G>(gp, a, tok, y, o0, n);
+            q8_0_x8_pairs<NT, G, N>(gp, a, tok, y, o0, n);
         else
             q4_0_x8<NT, G, N>(gp, a, tok, y, o0, n);
     }
@@ -518,7 +520,7 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
 // The set of the x8 and x32 layouts; GF: the K-quant kernels unpack with GFNI (only in a unit built with -mgfni).
 template <bool GF>
 const detail::repack_kernel_set k_x8_set = {
-    avx2::gemv_x8_q8_0,
+    gemv_x8_loads<dtype::q8_0, GF>,
     gemv_x8_loads<dtype::q4_0, GF>,
     gemv_x8_loads<dtype::q4_k, GF>,
     gemv_x8_loads<dtype::q5_k, GF>,
