@@ -34,8 +34,8 @@
 #include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx2 {
-// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp), declared
-// here rather than through avx2-common.h so that no AVX2 header code is compiled with the AVX-512 flags.
+// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp), declared here rather than through avx2-common.h so that no
+// AVX2 header code is compiled with the AVX-512 flags.
 void gemv_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemv_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemv_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
