@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -102,15 +103,25 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// A whole positive number, or an error naming the option (no silent fallback for "x" or "0").
+int positive(const char* s, const char* option) {
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < 1 || v > 1 << 20)
+        throw std::runtime_error(std::string(option) + " wants a positive whole number, not '" + s + "'");
+    return int(v);
+}
+
 int run(int argc, char** argv) {
     size_t mib = 256;
     int rounds = 9;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
-        if (a == "--mib" && i + 1 < argc)
-            mib = size_t(std::max(4, std::atoi(argv[++i])));
-        else if (a == "--rounds" && i + 1 < argc)
-            rounds = std::max(1, std::atoi(argv[++i]));
+        if (a == "--mib" && i + 1 < argc) {
+            mib = size_t(positive(argv[++i], "--mib"));
+            if (mib < 4) throw std::runtime_error("--mib wants at least 4 (the distance table reads pairs of 1.2 MB)");
+        } else if (a == "--rounds" && i + 1 < argc)
+            rounds = positive(argv[++i], "--rounds");
         else {
             std::fprintf(stderr, "usage: bench-read-work [--mib 256] [--rounds 9]\n");
             return 2;
