@@ -5,6 +5,15 @@
 //   accumulate: acc[d] += sum_j p[j] * v[j][d] for j < n
 //   exp_sum:    sc[j] = exp(sc[j] - mx) for j < n (mx >= every sc[j]); returns the sum of the new values
 //   swiglu:     gate[i] = silu(gate[i]) * up[i] for i < n (the feed-forward activation, which shares the exp)
+//   decode:     one query token against keys 0..n-1 of one chunk (n <= k_decode_chunk), every head: key j's row
+//               (all n_kv KV heads side by side) at k + j * stride bytes, value j's at v + j * stride (f16 or
+//               f32); query head h [head_dim] (already scaled) at q + h * head_dim reads KV head h / group. Outputs
+//               the chunk's online-softmax state per query head: m[h] = max_j s_hj, l[h] = sum_j exp(s_hj - m[h]),
+//               acc[h][d] = sum_j exp(s_hj - m[h]) v_j[d], s_hj = q_h . k_j. sc: scratch of
+//               n_kv * group * k_decode_chunk floats. The rows are read in the cache's own layout, a block of keys
+//               at a time with all KV heads' slices in turn (so each block's rows are read whole, front to back);
+//               each slice is converted once and scored against every head of its group, the scores of 16 (8) keys
+//               reduced together.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +22,9 @@
 namespace memtile::cpu::detail {
 
 inline constexpr int k_attention_tile = 64;
+// Keys per decode job: fixed (not derived from the thread count), so the partial sums and their merge, and with
+// them the result's bits, are the same for any number of threads.
+inline constexpr int k_decode_chunk = 128;
 
 struct attention_kernels {
     // rows[j] points at key j's head slice; f16 selects the source format.
@@ -22,9 +34,15 @@ struct attention_kernels {
     void (*accumulate)(const float* p, const float* v, int n, int head_dim, float* acc);
     float (*exp_sum)(float* sc, int n, float mx);
     void (*swiglu)(float* gate, const float* up, int64_t n);
+    void (*decode)(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
+                   int head_dim, int n, float* sc, float* m, float* l, float* acc);
 };
 
-// nullptr when not compiled in; requires head_dim % 8 == 0.
+// nullptr when not compiled in; require head_dim % 8 == 0 (AVX2) or % 16 == 0 (AVX-512).
 const attention_kernels* avx2_attention_kernels();
+// The AVX2 set with the AVX-512 decode (the other loops are AVX2's).
+const attention_kernels* avx512_attention_kernels();
+// The portable loops (attention.cpp): the fallback and the reference of the ISA sets.
+const attention_kernels* portable_attention_kernels();
 
 }  // namespace memtile::cpu::detail

@@ -128,6 +128,9 @@ const gemm_set* avx2_gemm_kernels() {
 const attention_kernels* avx2_attention_kernels() {
     return nullptr;
 }
+const attention_kernels* avx512_attention_kernels() {
+    return nullptr;
+}
 const repack_kernel_set* avx2_repack_kernels() {
     return nullptr;
 }

@@ -1,10 +1,14 @@
 // AVX2 + FMA + F16C inner loops of CPU attention (see attention-kernels.h). Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/attention-kernels.h"
+#include "backends/cpu/simd/row-prefetch.h"
 
 namespace memtile::cpu::detail {
 namespace {
@@ -129,7 +133,135 @@ void swiglu_avx2(float* gate, const float* up, int64_t n) {
     }
 }
 
-const attention_kernels k_avx2{load_tile_avx2, score_avx2, accumulate_avx2, exp_sum_avx2, swiglu_avx2};
+// Decode (attention-kernels.h): avx512/attention-avx512.cpp's loops on 8 lanes.
+constexpr int k_block_keys = 8;
+
+// Rows j < n of a block as f32 rows of width at out (row j at out + j * width); with ZERO, rows n..K-1 are zero.
+template <int K, bool ZERO>
+void load_rows(const uint8_t* base, size_t stride, bool f16, int width, int n, float* out) {
+    for (int j = 0; j < K; j++) {
+        float* o = out + size_t(j) * size_t(width);
+        if (j >= n) {
+            if constexpr (!ZERO) break;
+            for (int d = 0; d < width; d += 8) _mm256_store_ps(o + d, _mm256_setzero_ps());
+            continue;
+        }
+        const uint8_t* r = base + size_t(j) * stride;
+        for (int d = 0; d < width; d += 8)
+            _mm256_store_ps(o + d,
+                            f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * size_t(d))))
+                                : _mm256_loadu_ps(reinterpret_cast<const float*>(r) + d));
+    }
+}
+
+// Lane j of the result: the sum of the 8 lanes of t[j].
+__m256 sum_lanes8(const __m256 (&t)[8]) {
+    const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));  // halves: t0..t3
+    const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(t[4], t[5]), _mm256_hadd_ps(t[6], t[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+template <int W>
+void weigh_values(const float* p, const float* rows, int n, int stride, float* acc, bool first) {
+    __m256 a[W];
+    for (int w = 0; w < W; w++) a[w] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8 * w);
+    for (int j = 0; j < n; j++) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        const float* r = rows + size_t(j) * size_t(stride);
+        for (int w = 0; w < W; w++) a[w] = _mm256_fmadd_ps(pj, _mm256_load_ps(r + 8 * w), a[w]);
+    }
+    for (int w = 0; w < W; w++) _mm256_storeu_ps(acc + 8 * w, a[w]);
+}
+
+void weigh_values_any(const float* p, const float* rows, int n, int hd, int stride, float* acc, bool first) {
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        const float* r = rows + d0;
+        float* a = acc + d0;
+        switch (std::min(8, (hd - d0) / 8)) {
+            case 1: weigh_values<1>(p, r, n, stride, a, first); break;
+            case 2: weigh_values<2>(p, r, n, stride, a, first); break;
+            case 3: weigh_values<3>(p, r, n, stride, a, first); break;
+            case 4: weigh_values<4>(p, r, n, stride, a, first); break;
+            case 5: weigh_values<5>(p, r, n, stride, a, first); break;
+            case 6: weigh_values<6>(p, r, n, stride, a, first); break;
+            case 7: weigh_values<7>(p, r, n, stride, a, first); break;
+            default: weigh_values<8>(p, r, n, stride, a, first); break;
+        }
+    }
+}
+
+void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
+                 int hd, int n, float* sc, float* m, float* l, float* acc) {
+    const int kv_dim = n_kv * hd, nv = hd / 8, n_q = n_kv * group;
+    thread_local std::vector<float> buf;
+    buf.resize(size_t(k_block_keys) * size_t(kv_dim) + 8);
+    float* rows = buf.data() + (8 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 8) % 8;  // 32-byte aligned
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    // The next block prefetched while this one is scored or weighed, as in the AVX-512 loops.
+    row_prefetcher pf;
+    const int per = int((size_t(k_block_keys) * stride / 64 + size_t(n_q) - 1) / size_t(n_q));
+    for (int j0 = 0; j0 < n; j0 += k_block_keys) {
+        const int nb = std::min(k_block_keys, n - j0);
+        const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps(float(nb)), _CMP_LT_OQ);
+        if (j0 + k_block_keys < n)
+            pf.start(k + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
+        else
+            pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
+        load_rows<k_block_keys, true>(k + size_t(j0) * stride, stride, f16, kv_dim, nb, rows);
+        for (int h = 0; h < n_q; h++) {
+            pf.step(per);
+            const float* kr = rows + size_t(h / group) * size_t(hd);
+            const float* qh = q + size_t(h) * size_t(hd);
+            __m256 t[8];
+            for (int j = 0; j < 8; j++) t[j] = _mm256_setzero_ps();
+            for (int c = 0; c < nv; c++) {
+                const __m256 qc = _mm256_loadu_ps(qh + 8 * c);
+                for (int j = 0; j < 8; j++)
+                    t[j] = _mm256_fmadd_ps(_mm256_load_ps(kr + size_t(j) * size_t(kv_dim) + 8 * c), qc, t[j]);
+            }
+            _mm256_storeu_ps(sc + size_t(h) * k_decode_chunk + j0,
+                             _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sum_lanes8(t), valid));
+        }
+    }
+    const int n_pad = (n + 7) & ~7;
+    for (int h = 0; h < n_q; h++) {
+        float* s = sc + size_t(h) * k_decode_chunk;
+        __m256 mx = _mm256_set1_ps(-INFINITY);
+        for (int j = 0; j < n_pad; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, mx);
+        float mh = lanes[0];
+        for (float x : lanes) mh = std::max(mh, x);
+        const __m256 mv = _mm256_set1_ps(mh);
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < n_pad; j += 8) {
+            // -inf - mh is below -87: exp_nonpositive gives 0 for the padding.
+            const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+            _mm256_storeu_ps(s + j, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        _mm256_store_ps(lanes, sum);
+        float total = 0;
+        for (float x : lanes) total += x;
+        m[h] = mh;
+        l[h] = total;
+    }
+    for (int j0 = 0; j0 < n; j0 += k_block_keys) {
+        const int nb = std::min(k_block_keys, n - j0);
+        load_rows<k_block_keys, false>(v + size_t(j0) * stride, stride, f16, kv_dim, nb, rows);
+        if (j0 + k_block_keys < n)
+            pf.start(v + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
+        else
+            pf.start(k + size_t(n) * stride, size_t(k_block_keys) * stride);
+        for (int h = 0; h < n_q; h++) {
+            pf.step(per);
+            weigh_values_any(sc + size_t(h) * k_decode_chunk + j0, rows + size_t(h / group) * size_t(hd), nb, hd,
+                             kv_dim, acc + size_t(h) * size_t(hd), j0 == 0);
+        }
+    }
+}
+
+const attention_kernels k_avx2{load_tile_avx2, score_avx2, accumulate_avx2, exp_sum_avx2, swiglu_avx2, decode_avx2};
 
 }  // namespace
 
