@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 
@@ -187,6 +188,11 @@ forward_context::forward_context(const transformer& m, uint32_t n_ctx, dtype kv_
     const auto& c = m.config();
     if (n_ctx == 0) fail("model", "context length must be at least 1");
     kv_ = std::make_unique<kv_cache>(c.n_layer, n_ctx, c.kv_dim(), kv_type);
+    // f32 activations per token of a slice: x, xn, q, att, k, v, gate, up (embed_and_run), and their 8-bit copies.
+    const uint64_t per_token =
+        5 * (4 * uint64_t(c.n_embd) + 2 * uint64_t(c.q_dim()) + 2 * uint64_t(c.kv_dim()) + 2 * uint64_t(c.n_ff));
+    const uint64_t budget = (uint64_t(m.file().file().size()) + kv_->bytes()) / 100;
+    max_batch_ = std::clamp<size_t>(std::bit_floor(std::max<uint64_t>(budget / per_token, 1)), 32, 512);
 }
 
 forward_context::~forward_context() = default;
@@ -202,17 +208,23 @@ void forward_context::truncate(uint32_t n_tokens) {
     kv_->used = std::min(kv_->used, n_tokens);
 }
 
-void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_layers) {
+void forward_context::check_tokens(std::span<const int32_t> tokens) const {
     const auto& c = m_.config();
-    const int64_t n = int64_t(tokens.size());
-    if (n == 0) fail("model", "forward() called with no tokens");
+    if (tokens.empty()) fail("model", "forward() called with no tokens");
     const uint32_t pos0 = kv_->used;
-    if (uint64_t(pos0) + uint64_t(n) > kv_->n_ctx())
-        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", pos0, n,
-             kv_->n_ctx());
+    if (uint64_t(pos0) + uint64_t(tokens.size()) > kv_->n_ctx())
+        fail("model", "context overflow: {} tokens in the cache + {} new exceed the context of {} (use --ctx)", pos0,
+             tokens.size(), kv_->n_ctx());
     for (int32_t t : tokens)
         if (t < 0 || uint32_t(t) >= c.n_vocab)
             fail("model", "token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+}
+
+void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_layers) {
+    const auto& c = m_.config();
+    const int64_t n = int64_t(tokens.size());
+    check_tokens(tokens);
+    const uint32_t pos0 = kv_->used;
 
     const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
     x_.resize(size_t(n * E));
@@ -337,28 +349,50 @@ void forward_context::embed_and_run(std::span<const int32_t> tokens, uint32_t n_
 std::span<const float> forward_context::forward_hidden(std::span<const int32_t> tokens, uint32_t n_layers) {
     if (n_layers > m_.config().n_layer)
         fail("model", "forward_hidden(): {} layers requested, the model has {}", n_layers, m_.config().n_layer);
-    embed_and_run(tokens, n_layers);
-    return {x_.data(), tokens.size() * size_t(m_.config().n_embd)};
+    check_tokens(tokens);
+    const size_t E = m_.config().n_embd;
+    if (tokens.size() <= max_batch_) {
+        embed_and_run(tokens, n_layers);
+        return {x_.data(), tokens.size() * E};
+    }
+    hidden_.resize(tokens.size() * E);
+    for (size_t s0 = 0; s0 < tokens.size(); s0 += max_batch_) {
+        const auto slice = tokens.subspan(s0, std::min(max_batch_, tokens.size() - s0));
+        embed_and_run(slice, n_layers);
+        std::copy(x_.begin(), x_.begin() + std::ptrdiff_t(slice.size() * E), hidden_.begin() + std::ptrdiff_t(s0 * E));
+    }
+    return hidden_;
 }
 
-std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
-    embed_and_run(tokens, m_.config().n_layer);
+void forward_context::output_logits(int64_t n, int64_t n_out, float* dst) {
     const auto& c = m_.config();
-    const int64_t n = int64_t(tokens.size()), E = c.n_embd;
+    const int64_t E = c.n_embd;
     const auto op = [this](op_event e, auto&& f) { observed(obs_, e, f); };
-
-    const int64_t n_out = all_logits ? n : 1;
-    const float* last = &x_[(n - n_out) * E];
+    const float* last = &x_[size_t((n - n_out) * E)];
     op({op_class::norm, -1, dtype::f32, uint64_t(E * 4), 0, 0, uint64_t(n_out * E * 4 * 2)}, [&] {
         for (int64_t t = 0; t < n_out; t++)
-            cpu::rms_norm(last + t * E, m_.output_norm_.data(), &xn_[t * E], E, c.norm_eps);
+            cpu::rms_norm(last + t * E, m_.output_norm_.data(), &xn_[size_t(t * E)], E, c.norm_eps);
     });
-    logits_.resize(size_t(n_out * c.n_vocab));
     const auto& ov = m_.output_->view();
     op({op_class::output, -1, ov.type, uint64_t(ov.n_out) * ov.row_bytes, 0, 0,
         uint64_t(n_out * (ov.n_in + ov.n_out) * 4)},
-       [&] { cpu::matmul(*m_.output_, xn_.data(), n_out, logits_.data(), pool_); });
-    return {logits_.data() + (n_out - 1) * c.n_vocab, c.n_vocab};
+       [&] { cpu::matmul(*m_.output_, xn_.data(), n_out, dst, pool_); });
+}
+
+std::span<const float> forward_context::forward(std::span<const int32_t> tokens, bool all_logits) {
+    check_tokens(tokens);
+    const int64_t n = int64_t(tokens.size()), V = m_.config().n_vocab;
+    logits_.resize(size_t((all_logits ? n : 1) * V));
+    for (size_t s0 = 0; s0 < tokens.size(); s0 += max_batch_) {
+        const auto slice = tokens.subspan(s0, std::min(max_batch_, tokens.size() - s0));
+        const int64_t ns = int64_t(slice.size());
+        embed_and_run(slice, m_.config().n_layer);
+        if (all_logits)
+            output_logits(ns, ns, logits_.data() + int64_t(s0) * V);
+        else if (s0 + slice.size() == tokens.size())
+            output_logits(ns, 1, logits_.data());
+    }
+    return {logits_.data() + (all_logits ? n - 1 : 0) * V, size_t(V)};
 }
 
 void forward_context::forward_batch(std::span<forward_context* const> ctxs, std::span<const int32_t> tokens) {

@@ -155,6 +155,37 @@ TEST(engine, f16_cache_is_close_to_f32_cache) {
     EXPECT_LE(test::nmse(x, y), 1e-3);  // f16 rounding of K and V on top of 8-bit activations
 }
 
+// Prompts longer than max_batch() run in slices: the logits of every position equal those of the same prompt fed in
+// other cuts (100 tokens, then the rest), and a bad id in a later slice fails before anything is computed.
+TEST(engine, long_prompts_run_in_slices) {
+    auto g = gguf_file::open(test::shared_path("quant/tiny-llama-Q8_0.gguf"));
+    auto model = transformer::from_gguf(g, {.load = {}, .repack = repack_mode::on});
+    thread_pool pool(2);
+    const size_t n = 2 * 512 + 37, V = model->config().n_vocab;
+    std::vector<int32_t> prompt(n);
+    for (size_t i = 0; i < n; i++) prompt[i] = int32_t((i * 37 + 11) % V);
+    forward_context a(*model, uint32_t(n), dtype::f16, pool), b(*model, uint32_t(n), dtype::f16, pool);
+    ASSERT_LT(2 * a.max_batch(), n);  // at least three slices
+    a.forward(prompt, true);
+    const std::vector<float> whole(a.logits().begin(), a.logits().end());
+    ASSERT_EQ(whole.size(), n * V);
+    b.forward(std::span(prompt).first(100), true);
+    std::vector<float> cut(b.logits().begin(), b.logits().end());
+    b.forward(std::span(prompt).subspan(100), true);
+    cut.insert(cut.end(), b.logits().begin(), b.logits().end());
+    ASSERT_EQ(cut.size(), whole.size());
+    EXPECT_LE(test::nmse(whole, cut), 1e-12);
+    // The last position's logits without all_logits are the same row.
+    forward_context c(*model, uint32_t(n), dtype::f16, pool);
+    const auto last = c.forward(prompt);
+    EXPECT_LE(test::nmse(std::vector<float>(whole.end() - std::ptrdiff_t(V), whole.end()), last), 1e-12);
+    // An id outside the vocabulary in the third slice: an error, and the cache is left as it was.
+    forward_context d(*model, uint32_t(n), dtype::f16, pool);
+    prompt[n - 3] = int32_t(V);
+    EXPECT_THROW(d.forward(prompt), error);
+    EXPECT_EQ(d.used(), 0u);
+}
+
 TEST(engine, errors_are_clear) {
     auto g = gguf_file::open(test::shared_path("quant/tiny-llama-Q8_0.gguf"));
     auto model = transformer::from_gguf(g);
