@@ -1,5 +1,5 @@
-// memtile bench -m MODEL [-p 64,512] [-n 128] [-t 1,2] [--cpu-mask LIST] [-r 3] [--md|--csv|--json] [--svg FILE]
-//               [--profile] [--cold] [--soak SECONDS] [--perf] [--device cpu|cuda] [memory modes]
+// memtile bench -m MODEL [-p 64,512] [-n 128] [-d 0,4096] [-t 1,2] [--cpu-mask LIST] [-r 3] [--md|--csv|--json]
+//               [--svg FILE] [--profile] [--cold] [--soak SECONDS] [--perf] [--device cpu|cuda] [memory modes]
 // llama-bench-like throughput rows, each with the bytes it must move per token and how close that comes to
 // the machine's measured bandwidth (the roofline). See docs/observability.md.
 #include <fmt/core.h>
@@ -47,7 +47,7 @@ struct bench_row {
     uint64_t size = 0, params = 0;
     int threads = 1;
     std::string test;  // pp512, tg128
-    int n_prompt = 0, n_gen = 0;
+    int n_prompt = 0, n_gen = 0, n_depth = 0;
     std::vector<double> tps;  // one per repetition
     double mean = 0, sd = 0, ttft_ms = 0;
     double bytes_per_token = 0, achieved_gbps = 0, available_gbps = 0, roofline = 0;
@@ -63,6 +63,11 @@ public:
         sub->add_option("-p,--n-prompt", prompts_, "Prompt lengths (comma-separated; 0: none)")->delimiter(',');
         sub->add_option("-n,--n-gen", gens_, "Generated tokens per generation test (comma-separated; 0: none)")
             ->delimiter(',');
+        sub->add_option("-d,--depth", depths_,
+                        "Context depths (comma-separated): each test runs after this many tokens already in the KV "
+                        "cache (filled by one prefill per depth, kept across repetitions), as llama-bench's -d")
+            ->delimiter(',')
+            ->check(CLI::Range(0, 16777216));
         sub->add_option("-t,--threads", threads_, "Thread counts (comma-separated; default: physical cores)")
             ->delimiter(',')
             ->check(CLI::Range(1, 1024));
@@ -142,8 +147,11 @@ public:
         int max_len = 1;
         for (int p : prompts_) max_len = std::max(max_len, p);
         for (int n : gens_) max_len = std::max(max_len, n);
-        const uint32_t n_ctx = model_.ctx ? model_.ctx : uint32_t(max_len + 8);
-        if (uint32_t(max_len) > n_ctx) fail("bench", "tests of {} tokens do not fit the context of {}", max_len, n_ctx);
+        if (depths_.empty()) depths_.push_back(0);
+        const int max_depth = *std::max_element(depths_.begin(), depths_.end());
+        const uint32_t n_ctx = model_.ctx ? model_.ctx : uint32_t(max_len + max_depth + 8);
+        if (uint64_t(max_len) + uint64_t(max_depth) > n_ctx)
+            fail("bench", "tests of {} tokens at depth {} do not fit the context of {}", max_len, max_depth, n_ctx);
         std::vector<bench_row> rows;
         std::vector<std::string> profile_text;
         for (int t : threads_) {
@@ -153,87 +161,98 @@ public:
             }
             forward_context ctx(*model, n_ctx, model_.kv_dtype(), *pool);
             const double available = prof ? prof->read_gbps_for(t) : fallback_gbps(t);
-            auto base_row = [&](const std::string& test) {
-                bench_row r;
-                r.model = std::filesystem::path(path).filename().string();
-                r.type = type_name;
-                r.mem = mem;
-                r.size = mm.weight_bytes;
-                r.threads = t;
-                r.test = test;
-                r.available_gbps = available;
-                return r;
-            };
-            for (int p : prompts_) {
-                bench_row r = base_row(fmt::format("pp{}", p));
-                r.n_prompt = p;
-                const auto tokens = random_tokens(size_t(p), model->config().n_vocab, 1234 + uint64_t(p));
-                auto once = [&] {
-                    ctx.truncate(0);
-                    const auto t0 = clock_type::now();
-                    const auto logits = ctx.forward(tokens);
-                    (void)argmax(logits);
-                    return ms_since(t0);
+            for (int depth : depths_) {
+                // The depth's context, filled once and kept: each repetition truncates back to it.
+                ctx.truncate(0);
+                if (depth > 0)
+                    ctx.forward(random_tokens(size_t(depth), model->config().n_vocab, 4321 + uint64_t(depth)));
+                const std::string at = depth > 0 ? fmt::format(" @ d{}", depth) : "";
+                auto base_row = [&](const std::string& test) {
+                    bench_row r;
+                    r.model = std::filesystem::path(path).filename().string();
+                    r.type = type_name;
+                    r.mem = mem;
+                    r.size = mm.weight_bytes;
+                    r.threads = t;
+                    r.test = test + at;
+                    r.n_depth = depth;
+                    r.available_gbps = available;
+                    return r;
                 };
-                once();  // warm-up: page faults, caches, thread start
-                std::vector<double> ms;
-                if (counters) counters->start();
-                for (int i = 0; i < reps_; i++) ms.push_back(once());
-                if (counters) finish_counters(*counters, r, uint64_t(p) * uint64_t(reps_));
-                for (double x : ms) r.tps.push_back(p * 1000.0 / x);
-                r.ttft_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / double(ms.size());
-                // Weights are streamed once per batch; each token reads the KV rows before it and writes its own.
-                r.bytes_per_token = double(mm.streamed_bytes_per_token) / p +
-                                    double(mm.kv_bytes_per_token) * (double(p + 1) / 2.0 + 1.0);
-                finish_row(r);
-                rows.push_back(r);
-            }
-            for (int n : gens_) {
-                bench_row r = base_row(fmt::format("tg{}", n));
-                r.n_gen = n;
-                forward_profile fp;
-                auto once = [&](int count, bool observe) {
-                    ctx.truncate(0);
-                    ctx.set_observer(observe ? &fp : nullptr);
-                    int32_t tok = 1 % int32_t(model->config().n_vocab);
-                    double first = 0;
-                    const auto t0 = clock_type::now();
-                    for (int i = 0; i < count; i++) {
-                        const auto logits = ctx.forward(std::span<const int32_t>(&tok, 1));
-                        const auto ts = clock_type::now();
-                        tok = argmax(logits);
-                        if (observe)
-                            fp.add_sampling(std::chrono::duration<double, std::nano>(clock_type::now() - ts).count());
-                        if (i == 0) first = ms_since(t0);
-                    }
-                    ctx.set_observer(nullptr);
-                    return std::pair{ms_since(t0), first};
-                };
-                once(std::min(n, 16), false);
-                std::vector<double> ms, first;
-                if (counters) counters->start();
-                for (int i = 0; i < reps_; i++) {
-                    const auto [total, f] = once(n, false);
-                    ms.push_back(total);
-                    first.push_back(f);
+                for (int p : prompts_) {
+                    bench_row r = base_row(fmt::format("pp{}", p));
+                    r.n_prompt = p;
+                    const auto tokens = random_tokens(size_t(p), model->config().n_vocab, 1234 + uint64_t(p));
+                    auto once = [&] {
+                        ctx.truncate(uint32_t(depth));
+                        const auto t0 = clock_type::now();
+                        const auto logits = ctx.forward(tokens);
+                        (void)argmax(logits);
+                        return ms_since(t0);
+                    };
+                    once();  // warm-up: page faults, caches, thread start
+                    std::vector<double> ms;
+                    if (counters) counters->start();
+                    for (int i = 0; i < reps_; i++) ms.push_back(once());
+                    if (counters) finish_counters(*counters, r, uint64_t(p) * uint64_t(reps_));
+                    for (double x : ms) r.tps.push_back(p * 1000.0 / x);
+                    r.ttft_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / double(ms.size());
+                    // Weights are streamed once per batch; each token reads the KV rows before it (the depth's and
+                    // the prompt's) and writes its own.
+                    r.bytes_per_token = double(mm.streamed_bytes_per_token) / p +
+                                        double(mm.kv_bytes_per_token) * (double(depth) + double(p + 1) / 2.0 + 1.0);
+                    finish_row(r);
+                    rows.push_back(r);
                 }
-                if (counters) finish_counters(*counters, r, uint64_t(n) * uint64_t(reps_));
-                for (double x : ms) r.tps.push_back(n * 1000.0 / x);
-                r.ttft_ms = std::accumulate(first.begin(), first.end(), 0.0) / double(first.size());
-                r.bytes_per_token =
-                    double(mm.streamed_bytes_per_token) + double(mm.kv_bytes_per_token) * (double(n + 1) / 2.0 + 1.0);
-                finish_row(r);
-                rows.push_back(r);
-                if (profile_) {
-                    once(n, true);
-                    // The decode's own ceiling: its weights read as it walks them, by this pool, without arithmetic.
-                    const auto weights = model->streamed_weights();
-                    uint64_t weight_bytes = 0;
-                    for (const auto& w : weights) weight_bytes += w.size();
-                    // Two runs per chunk (the AVX-512 K-quant decode on AMD) or four (elsewhere): the better.
-                    const double own = std::max(measure_decode_read_gbps(*pool, weights, 2, 3),
-                                                measure_decode_read_gbps(*pool, weights, 4, 3));
-                    profile_text.push_back(profile_report(fp, r, n, prof.has_value(), own, weight_bytes));
+                for (int n : gens_) {
+                    bench_row r = base_row(fmt::format("tg{}", n));
+                    r.n_gen = n;
+                    forward_profile fp;
+                    auto once = [&](int count, bool observe) {
+                        ctx.truncate(uint32_t(depth));
+                        ctx.set_observer(observe ? &fp : nullptr);
+                        int32_t tok = 1 % int32_t(model->config().n_vocab);
+                        double first = 0;
+                        const auto t0 = clock_type::now();
+                        for (int i = 0; i < count; i++) {
+                            const auto logits = ctx.forward(std::span<const int32_t>(&tok, 1));
+                            const auto ts = clock_type::now();
+                            tok = argmax(logits);
+                            if (observe)
+                                fp.add_sampling(
+                                    std::chrono::duration<double, std::nano>(clock_type::now() - ts).count());
+                            if (i == 0) first = ms_since(t0);
+                        }
+                        ctx.set_observer(nullptr);
+                        return std::pair{ms_since(t0), first};
+                    };
+                    once(std::min(n, 16), false);
+                    std::vector<double> ms, first;
+                    if (counters) counters->start();
+                    for (int i = 0; i < reps_; i++) {
+                        const auto [total, f] = once(n, false);
+                        ms.push_back(total);
+                        first.push_back(f);
+                    }
+                    if (counters) finish_counters(*counters, r, uint64_t(n) * uint64_t(reps_));
+                    for (double x : ms) r.tps.push_back(n * 1000.0 / x);
+                    r.ttft_ms = std::accumulate(first.begin(), first.end(), 0.0) / double(first.size());
+                    r.bytes_per_token = double(mm.streamed_bytes_per_token) +
+                                        double(mm.kv_bytes_per_token) * (double(depth) + double(n + 1) / 2.0 + 1.0);
+                    finish_row(r);
+                    rows.push_back(r);
+                    if (profile_) {
+                        once(n, true);
+                        // The decode's own ceiling: its weights read as it walks them, by this pool, without
+                        // arithmetic.
+                        const auto weights = model->streamed_weights();
+                        uint64_t weight_bytes = 0;
+                        for (const auto& w : weights) weight_bytes += w.size();
+                        // Two runs per chunk (the AVX-512 K-quant decode on AMD) or four (elsewhere): the better.
+                        const double own = std::max(measure_decode_read_gbps(*pool, weights, 2, 3),
+                                                    measure_decode_read_gbps(*pool, weights, 4, 3));
+                        profile_text.push_back(profile_report(fp, r, n, prof.has_value(), own, weight_bytes));
+                    }
                 }
             }
         }
@@ -303,6 +322,7 @@ private:
                                  {"test", r.test},
                                  {"n_prompt", r.n_prompt},
                                  {"n_gen", r.n_gen},
+                                 {"n_depth", r.n_depth},
                                  {"tokens_per_second", r.mean},
                                  {"tokens_per_second_sd", r.sd},
                                  {"samples", r.tps},
@@ -451,7 +471,7 @@ private:
 
     model_flags model_;
     std::string cpu_mask_;
-    std::vector<int> prompts_{512}, gens_{128}, threads_;
+    std::vector<int> prompts_{512}, gens_{128}, depths_, threads_;
     int reps_ = 3;
     bool md_ = false, csv_ = false, json_ = false, profile_ = false, cold_ = false, perf_ = false;
     int soak_s_ = 0;

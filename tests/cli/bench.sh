@@ -38,6 +38,17 @@ texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}tex
 assert "tg8, 2 threads" in texts, texts
 PY
 
+# -d: each test after that many tokens already in the cache; the KV rows it reads count in its bytes per token.
+"$memtile" bench -m "$tmp/m.gguf" -p 8 -n 4 -d 0,40 -t 1 -r 1 --json > "$tmp/depth.json"
+python3 - "$tmp/depth.json" <<'PY' || fail "bench -d rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["test"], r["n_depth"]) for r in rows] == [("pp8", 0), ("tg4", 0), ("pp8 @ d40", 40), ("tg4 @ d40", 40)], rows
+assert rows[2]["bytes_per_token"] > rows[0]["bytes_per_token"] and rows[3]["bytes_per_token"] > rows[1]["bytes_per_token"]
+PY
+rc=0; "$memtile" bench -m "$tmp/m.gguf" -p 0 -n 4 -d 100 -c 64 -t 1 -r 1 > /dev/null 2> "$tmp/err" || rc=$?
+[ "$rc" -ne 0 ] && grep -q "depth 100 do not fit the context of 64" "$tmp/err" || fail "bench -d past the context: $(cat "$tmp/err")"
+
 md=$("$memtile" bench -m "$tmp/m.gguf" -p 8 -n 4 -t 1 -r 1)
 grep -q "^| model | size | type" <<<"$md" || fail "markdown header: $md"
 grep -q "| tg4 |" <<<"$md" || fail "markdown tg row: $md"
