@@ -1,9 +1,14 @@
 // Inner loops of CPU attention (ops.cpp) with per-ISA versions, chosen at run time like the matmul kernels.
 // Same rule as kernels.h for the ISA translation units: include only this header and intrinsics.
 //   load_tile:  key rows -> kt [head_dim][k_tile] (transposed), value rows -> v [n][head_dim], f16 or f32 source
-//   score:      sc[j] = sum_d q[d] * kt[d][j] for j < round_up(n, 8)  (q already scaled)
-//   accumulate: acc[d] += sum_j p[j] * v[j][d] for j < n
-//   exp_sum:    sc[j] = exp(sc[j] - mx) for j < n (mx >= every sc[j]); returns the sum of the new values
+//   score:      rows <= k_score_rows query rows q [rows][head_dim] (already scaled) against the tile:
+//               sc[r][j] = sum_d q[r][d] * kt[d][j] for j < k_tile (sc rows k_tile apart; columns >= n undefined)
+//   softmax:    per row r of sc [rows][k_tile] (rows <= k_score_rows): keys j >= nj[r] dropped; the row's
+//               online-softmax state m[r], l[r] updated with its scores, which become p = exp(s - m_new) (0 for the
+//               dropped keys); corr[r] = exp(m_old - m_new). A row with nj[r] <= 0 keeps its state: p all 0,
+//               corr 1.
+//   accumulate: acc[r][d] = acc[r][d] * corr[r] + sum_{j<n} p[r][j] v[j][d], p = sc (rows k_tile apart), acc rows
+//               head_dim apart, rows <= k_score_rows: each value row loaded once for all the rows
 //   swiglu:     gate[i] = silu(gate[i]) * up[i] for i < n (the feed-forward activation, which shares the exp)
 //   decode:     one query token against keys 0..n-1 of one chunk (n <= k_decode_chunk), every head: key j's row
 //               (all n_kv KV heads side by side) at k + j * stride bytes, value j's at v + j * stride (f16 or
@@ -22,6 +27,7 @@
 namespace memtile::cpu::detail {
 
 inline constexpr int k_attention_tile = 64;
+inline constexpr int k_score_rows = 4;  // query rows per score / softmax / accumulate call
 // Keys per decode job: fixed (not derived from the thread count), so the partial sums and their merge, and with
 // them the result's bits, are the same for any number of threads.
 inline constexpr int k_decode_chunk = 128;
@@ -30,9 +36,9 @@ struct attention_kernels {
     // rows[j] points at key j's head slice; f16 selects the source format.
     void (*load_tile)(const uint8_t* const* k_rows, const uint8_t* const* v_rows, bool f16, int head_dim, int n,
                       float* kt, float* v);
-    void (*score)(const float* q, const float* kt, int head_dim, int n, float* sc);
-    void (*accumulate)(const float* p, const float* v, int n, int head_dim, float* acc);
-    float (*exp_sum)(float* sc, int n, float mx);
+    void (*score)(const float* q, int rows, const float* kt, int head_dim, int n, float* sc);
+    void (*softmax)(float* sc, int rows, const int* nj, float* m, float* l, float* corr);
+    void (*accumulate)(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc);
     void (*swiglu)(float* gate, const float* up, int64_t n);
     void (*decode)(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
                    int head_dim, int n, float* sc, float* m, float* l, float* acc);

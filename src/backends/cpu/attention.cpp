@@ -19,9 +19,10 @@ constexpr int k_key_tile = detail::k_attention_tile;  // keys converted to f32 a
 constexpr int k_query_block = 16;  // query tokens sharing one pass over the converted key/value tiles
 
 // One job's scratch: a key tile transposed to [head_dim][k_key_tile] (so scores vectorize over keys), a value
-// tile [k_key_tile][head_dim], and per query-head state of the online softmax.
+// tile [k_key_tile][head_dim], and per query row its scaled q, scores, output sums and online-softmax state.
 struct attention_scratch {
-    std::vector<float> kt, v, scores, qs, acc, m, l;
+    std::vector<float> kt, v, scores, qs, acc, m, l, corr;
+    std::vector<int> nj;
 };
 
 float kv_value(const uint8_t* row, bool f16, int d) {
@@ -39,28 +40,43 @@ void load_tile_portable(const uint8_t* const* k_rows, const uint8_t* const* v_ro
     }
 }
 
-void score_portable(const float* q, const float* kt, int head_dim, int n, float* sc) {
-    std::fill(sc, sc + n, 0.0f);
-    for (int d = 0; d < head_dim; d++) {
-        const float* kd = kt + size_t(d) * k_key_tile;
-        for (int j = 0; j < n; j++) sc[j] += q[d] * kd[j];
+void score_portable(const float* q, int rows, const float* kt, int head_dim, int n, float* sc) {
+    for (int r = 0; r < rows; r++) {
+        float* s = sc + size_t(r) * k_key_tile;
+        const float* qr = q + size_t(r) * size_t(head_dim);
+        std::fill(s, s + n, 0.0f);
+        for (int d = 0; d < head_dim; d++) {
+            const float* kd = kt + size_t(d) * k_key_tile;
+            for (int j = 0; j < n; j++) s[j] += qr[d] * kd[j];
+        }
     }
 }
 
-void accumulate_portable(const float* p, const float* v, int n, int head_dim, float* acc) {
-    for (int j = 0; j < n; j++) {
-        const float* vj = v + size_t(j) * size_t(head_dim);
-        for (int d = 0; d < head_dim; d++) acc[d] += p[j] * vj[d];
+void softmax_portable(float* sc, int rows, const int* nj, float* m, float* l, float* corr) {
+    for (int r = 0; r < rows; r++) {
+        float* s = sc + size_t(r) * k_key_tile;
+        const int n = std::max(nj[r], 0);
+        float mx = m[r];
+        for (int j = 0; j < n; j++) mx = std::max(mx, s[j]);
+        corr[r] = n > 0 ? std::exp(m[r] - mx) : 1.0f;  // 0 on the row's first keys (m = -inf)
+        float sum = 0;
+        for (int j = 0; j < n; j++) sum += (s[j] = std::exp(s[j] - mx));
+        std::fill(s + n, s + k_key_tile, 0.0f);
+        l[r] = l[r] * corr[r] + sum;
+        m[r] = mx;
     }
 }
 
-float exp_sum_portable(float* sc, int n, float mx) {
-    float sum = 0;
-    for (int j = 0; j < n; j++) {
-        sc[j] = std::exp(sc[j] - mx);
-        sum += sc[j];
+void accumulate_portable(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    for (int r = 0; r < rows; r++) {
+        float* a = acc + size_t(r) * size_t(head_dim);
+        const float* pr = p + size_t(r) * k_key_tile;
+        for (int d = 0; d < head_dim; d++) a[d] *= corr[r];
+        for (int j = 0; j < n; j++) {
+            const float* vj = v + size_t(j) * size_t(head_dim);
+            for (int d = 0; d < head_dim; d++) a[d] += pr[j] * vj[d];
+        }
     }
-    return sum;
 }
 
 void swiglu_portable(float* gate, const float* up, int64_t n) {
@@ -102,8 +118,8 @@ void decode_portable(const float* q, int n_kv, int group, const uint8_t* k, cons
     }
 }
 
-const detail::attention_kernels k_portable{load_tile_portable, score_portable,  accumulate_portable,
-                                           exp_sum_portable,   swiglu_portable, decode_portable};
+const detail::attention_kernels k_portable{load_tile_portable,  score_portable,  softmax_portable,
+                                           accumulate_portable, swiglu_portable, decode_portable};
 
 // The ISA loops of the matmul path (so force_isa("scalar") covers attention too): AVX2's, with the AVX-512 decode
 // on the AVX-512 paths where head_dim is a multiple of 16.
@@ -185,28 +201,33 @@ void attention(const float* q, float* out, int n_tok, int pos0, const kv_cache& 
     const bool f16 = kv.type() == dtype::f16;
     const size_t head_bytes = size_t(head_dim) * kv.elem_bytes();
     // Jobs: (KV head, block of query tokens). Each key/value tile is converted once per job and used by every
-    // query head of the group and every token of the block: the conversion is amortised over up to
-    // group × k_query_block queries. Causal: query t sees keys 0..pos0+t.
+    // query row of the block (its tokens x the group's heads, row r = token * group + head), k_score_rows rows at a
+    // time so that each loaded key column and value row serves several rows. Causal: query t sees keys 0..pos0+t.
+    const int rows_max = k_query_block * group;
     pool.parallel_for(int64_t(n_head_kv) * n_blocks, [&](int, int64_t begin, int64_t end) {
         thread_local attention_scratch s;
         s.kt.resize(size_t(head_dim) * k_key_tile);
         s.v.resize(size_t(k_key_tile) * size_t(head_dim));
-        s.scores.resize(k_key_tile);
-        s.qs.resize(size_t(head_dim));
+        s.scores.resize(size_t(rows_max) * k_key_tile);
+        s.qs.resize(size_t(rows_max) * size_t(head_dim));
+        s.acc.resize(size_t(rows_max) * size_t(head_dim));
+        s.m.resize(size_t(rows_max));
+        s.l.resize(size_t(rows_max));
+        s.corr.resize(size_t(rows_max));
+        s.nj.resize(size_t(rows_max));
         const uint8_t* k_rows[k_key_tile];
         const uint8_t* v_rows[k_key_tile];
-        const size_t n_q = size_t(k_query_block) * size_t(group);
-        s.acc.resize(n_q * size_t(head_dim));
-        s.m.resize(n_q);
-        s.l.resize(n_q);
         for (int64_t job = begin; job < end; job++) {
             const int kvh = int(job / n_blocks), blk = int(job % n_blocks);
             const int t0 = blk * k_query_block, t1 = std::min(n_tok, t0 + k_query_block);
-            // Only the block's query rows are used (the last block may be short).
-            const size_t used = size_t(t1 - t0) * size_t(group);
-            std::fill_n(s.acc.begin(), used * size_t(head_dim), 0.0f);
-            std::fill_n(s.m.begin(), used, -INFINITY);
-            std::fill_n(s.l.begin(), used, 0.0f);
+            const int rows = (t1 - t0) * group;
+            for (int r = 0; r < rows; r++) {
+                const float* qh = q + (int64_t(t0 + r / group) * n_head + kvh * group + r % group) * head_dim;
+                for (int d = 0; d < head_dim; d++) s.qs[size_t(r) * size_t(head_dim) + size_t(d)] = qh[d] * scale;
+            }
+            std::fill_n(s.acc.begin(), size_t(rows) * size_t(head_dim), 0.0f);
+            std::fill_n(s.m.begin(), rows, -INFINITY);
+            std::fill_n(s.l.begin(), rows, 0.0f);
             const int n_keys_max = pos0 + t1;
             for (int j0 = 0; j0 < n_keys_max; j0 += k_key_tile) {
                 const int nj_tile = std::min(k_key_tile, n_keys_max - j0);
@@ -215,35 +236,22 @@ void attention(const float* q, float* out, int n_tok, int pos0, const kv_cache& 
                     v_rows[j] = kv.v_row(uint32_t(layer), uint32_t(j0 + j)) + size_t(kvh) * head_bytes;
                 }
                 kern.load_tile(k_rows, v_rows, f16, head_dim, nj_tile, s.kt.data(), s.v.data());
-                for (int t = t0; t < t1; t++) {
-                    const int nj = std::min(nj_tile, pos0 + t + 1 - j0);  // causal mask within the tile
-                    if (nj <= 0) continue;
-                    for (int g = 0; g < group; g++) {
-                        const int h = kvh * group + g;
-                        const size_t qi = size_t(t - t0) * size_t(group) + size_t(g);
-                        const float* qh = q + (int64_t(t) * n_head + h) * head_dim;
-                        float* sc = s.scores.data();
-                        for (int d = 0; d < head_dim; d++) s.qs[size_t(d)] = qh[d] * scale;
-                        kern.score(s.qs.data(), s.kt.data(), head_dim, nj, sc);
-                        float mx = s.m[qi];
-                        for (int j = 0; j < nj; j++) mx = std::max(mx, sc[j]);
-                        const float corr = std::exp(s.m[qi] - mx);  // 0 on the first tile (m = -inf)
-                        float* acc = &s.acc[qi * size_t(head_dim)];
-                        for (int d = 0; d < head_dim; d++) acc[d] *= corr;
-                        const float sum = kern.exp_sum(sc, nj, mx);
-                        kern.accumulate(sc, s.v.data(), nj, head_dim, acc);
-                        s.l[qi] = s.l[qi] * corr + sum;
-                        s.m[qi] = mx;
-                    }
+                for (int r = 0; r < rows; r++)  // causal mask within the tile
+                    s.nj[size_t(r)] = std::min(nj_tile, pos0 + t0 + r / group + 1 - j0);
+                for (int r0 = 0; r0 < rows; r0 += detail::k_score_rows) {
+                    const int nr = std::min(detail::k_score_rows, rows - r0);
+                    float* sc = s.scores.data() + size_t(r0) * k_key_tile;
+                    kern.score(s.qs.data() + size_t(r0) * size_t(head_dim), nr, s.kt.data(), head_dim, nj_tile, sc);
+                    kern.softmax(sc, nr, s.nj.data() + r0, s.m.data() + r0, s.l.data() + r0, s.corr.data() + r0);
+                    kern.accumulate(sc, nr, s.corr.data() + r0, s.v.data(), nj_tile, head_dim,
+                                    s.acc.data() + size_t(r0) * size_t(head_dim));
                 }
             }
-            for (int t = t0; t < t1; t++)
-                for (int g = 0; g < group; g++) {
-                    const size_t qi = size_t(t - t0) * size_t(group) + size_t(g);
-                    float* o = out + (int64_t(t) * n_head + kvh * group + g) * head_dim;
-                    const float inv = 1.0f / s.l[qi];
-                    for (int d = 0; d < head_dim; d++) o[d] = s.acc[qi * size_t(head_dim) + size_t(d)] * inv;
-                }
+            for (int r = 0; r < rows; r++) {
+                float* o = out + (int64_t(t0 + r / group) * n_head + kvh * group + r % group) * head_dim;
+                const float inv = 1.0f / s.l[size_t(r)];
+                for (int d = 0; d < head_dim; d++) o[d] = s.acc[size_t(r) * size_t(head_dim) + size_t(d)] * inv;
+            }
         }
     });
 }

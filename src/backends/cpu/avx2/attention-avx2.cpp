@@ -13,50 +13,129 @@
 namespace memtile::cpu::detail {
 namespace {
 
+// 8 key rows of 8 elements each (row j at rows[j]) transposed: out[i] holds element i of the 8 rows.
+void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {  // rows 0-3 (h = 0) and 4-7
+        const __m256* th = t + 4 * h;
+        u[4 * h] = _mm256_shuffle_ps(th[0], th[2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xee);
+        u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        out[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+        out[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+    }
+}
+
+__m256 load8(const uint8_t* row, bool f16, int d) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * size_t(d))))
+               : _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+}
+
+// Keys in groups of 8 transposed in registers (8 x 8 blocks; a short last group padded with zero keys), values
+// converted row by row. Storing the keys transposed element by element took a fifth of the prefill attention.
 void load_tile_avx2(const uint8_t* const* k_rows, const uint8_t* const* v_rows, bool f16, int head_dim, int n,
                     float* kt, float* v) {
-    alignas(32) float k8[8];
     for (int j = 0; j < n; j++) {
         float* vd = v + size_t(j) * size_t(head_dim);
+        for (int d = 0; d < head_dim; d += 8) _mm256_storeu_ps(vd + d, load8(v_rows[j], f16, d));
+    }
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        const int nb = std::min(8, n - j0);
         for (int d = 0; d < head_dim; d += 8) {
-            __m256 kv, vv;
-            if (f16) {
-                kv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k_rows[j] + 2 * size_t(d))));
-                vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v_rows[j] + 2 * size_t(d))));
-            } else {
-                kv = _mm256_loadu_ps(reinterpret_cast<const float*>(k_rows[j]) + d);
-                vv = _mm256_loadu_ps(reinterpret_cast<const float*>(v_rows[j]) + d);
+            __m256 r[8], c[8];
+            for (int j = 0; j < 8; j++) r[j] = j < nb ? load8(k_rows[j0 + j], f16, d) : _mm256_setzero_ps();
+            transpose8(r, c);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(kt + size_t(d + i) * k_attention_tile + size_t(j0), c[i]);
+        }
+    }
+}
+
+// Scores of R rows (R <= 2 here, so that R x 4 accumulators and the loads fit 16 registers), 32 keys at a time.
+template <int R>
+void score_rows(const float* q, const float* kt, int head_dim, int n, float* sc) {
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        __m256 acc[R][4];
+        for (int r = 0; r < R; r++)
+            for (int b = 0; b < 4; b++) acc[r][b] = _mm256_setzero_ps();
+        for (int d = 0; d < head_dim; d++) {
+            const float* row = kt + size_t(d) * k_attention_tile + j0;
+            const __m256 k0 = _mm256_loadu_ps(row), k1 = _mm256_loadu_ps(row + 8), k2 = _mm256_loadu_ps(row + 16),
+                         k3 = _mm256_loadu_ps(row + 24);
+            for (int r = 0; r < R; r++) {
+                const __m256 qd = _mm256_set1_ps(q[size_t(r) * size_t(head_dim) + size_t(d)]);
+                acc[r][0] = _mm256_fmadd_ps(qd, k0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(qd, k1, acc[r][1]);
+                acc[r][2] = _mm256_fmadd_ps(qd, k2, acc[r][2]);
+                acc[r][3] = _mm256_fmadd_ps(qd, k3, acc[r][3]);
             }
-            _mm256_storeu_ps(vd + d, vv);
-            _mm256_store_ps(k8, kv);
-            for (int i = 0; i < 8; i++) kt[size_t(d + i) * k_attention_tile + size_t(j)] = k8[i];
+        }
+        for (int r = 0; r < R; r++)
+            for (int b = 0; b < 4; b++) _mm256_storeu_ps(sc + size_t(r) * k_attention_tile + j0 + 8 * b, acc[r][b]);
+    }
+}
+
+void score_avx2(const float* q, int rows, const float* kt, int head_dim, int n, float* sc) {
+    for (int r = 0; r < rows; r += 2) {
+        const float* qr = q + size_t(r) * size_t(head_dim);
+        float* s = sc + size_t(r) * k_attention_tile;
+        if (rows - r >= 2)
+            score_rows<2>(qr, kt, head_dim, n, s);
+        else
+            score_rows<1>(qr, kt, head_dim, n, s);
+    }
+}
+
+// acc rows = acc * corr + p . v for R rows (R <= 2) over W vectors (8 W elements) of head_dim from acc and v:
+// R x W accumulators, each value vector loaded once for the R rows. W is a template parameter so that every array
+// stays in registers (with a run-time width GCC kept them in memory and copied them with memmove per key).
+template <int R, int W>
+void accumulate_chunk(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    __m256 a[R][W];
+    for (int r = 0; r < R; r++) {
+        const __m256 c = _mm256_set1_ps(corr[r]);
+        for (int k = 0; k < W; k++)
+            a[r][k] = _mm256_mul_ps(_mm256_loadu_ps(acc + size_t(r) * size_t(head_dim) + 8 * k), c);
+    }
+    for (int j = 0; j < n; j++) {
+        const float* vj = v + size_t(j) * size_t(head_dim);
+        __m256 x[W];
+        for (int k = 0; k < W; k++) x[k] = _mm256_loadu_ps(vj + 8 * k);
+        for (int r = 0; r < R; r++) {
+            const __m256 pj = _mm256_set1_ps(p[size_t(r) * k_attention_tile + size_t(j)]);
+            for (int k = 0; k < W; k++) a[r][k] = _mm256_fmadd_ps(pj, x[k], a[r][k]);
         }
     }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < W; k++) _mm256_storeu_ps(acc + size_t(r) * size_t(head_dim) + 8 * k, a[r][k]);
 }
 
-void score_avx2(const float* q, const float* kt, int head_dim, int n, float* sc) {
-    const int n8 = (n + 7) / 8;
-    __m256 acc[k_attention_tile / 8];
-    for (int b = 0; b < n8; b++) acc[b] = _mm256_setzero_ps();
-    for (int d = 0; d < head_dim; d++) {
-        const __m256 qd = _mm256_set1_ps(q[d]);
-        const float* row = kt + size_t(d) * k_attention_tile;
-        for (int b = 0; b < n8; b++) acc[b] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(row + 8 * b), acc[b]);
-    }
-    for (int b = 0; b < n8; b++) _mm256_storeu_ps(sc + 8 * b, acc[b]);
-}
-
-void accumulate_avx2(const float* p, const float* v, int n, int head_dim, float* acc) {
+template <int R>
+void accumulate_rows(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
     for (int d = 0; d < head_dim; d += 32) {
-        const int w = head_dim - d >= 32 ? 4 : (head_dim - d) / 8;
-        __m256 a[4];
-        for (int k = 0; k < w; k++) a[k] = _mm256_loadu_ps(acc + d + 8 * k);
-        for (int j = 0; j < n; j++) {
-            const __m256 pj = _mm256_set1_ps(p[j]);
-            const float* vj = v + size_t(j) * size_t(head_dim) + d;
-            for (int k = 0; k < w; k++) a[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * k), a[k]);
+        switch (std::min(4, (head_dim - d) / 8)) {
+            case 1: accumulate_chunk<R, 1>(p, corr, v + d, n, head_dim, acc + d); break;
+            case 2: accumulate_chunk<R, 2>(p, corr, v + d, n, head_dim, acc + d); break;
+            case 3: accumulate_chunk<R, 3>(p, corr, v + d, n, head_dim, acc + d); break;
+            default: accumulate_chunk<R, 4>(p, corr, v + d, n, head_dim, acc + d); break;
         }
-        for (int k = 0; k < w; k++) _mm256_storeu_ps(acc + d + 8 * k, a[k]);
+    }
+}
+
+void accumulate_avx2(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    for (int r = 0; r < rows; r += 2) {
+        const float* pr = p + size_t(r) * k_attention_tile;
+        float* ar = acc + size_t(r) * size_t(head_dim);
+        if (rows - r >= 2)
+            accumulate_rows<2>(pr, corr + r, v, n, head_dim, ar);
+        else
+            accumulate_rows<1>(pr, corr + r, v, n, head_dim, ar);
     }
 }
 
@@ -82,32 +161,42 @@ __m256 exp_nonpositive(__m256 x) {
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
-float exp_sum_avx2(float* sc, int n, float mx) {
-    const __m256 m = _mm256_set1_ps(mx);
-    __m256 sum = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sc + j), m));
-        _mm256_storeu_ps(sc + j, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, sum);
-    float total = 0;
-    for (float v : lanes) total += v;
-    if (j < n) {
-        alignas(32) float tail[8] = {};
-        for (int k = 0; j + k < n; k++) tail[k] = sc[j + k] - mx;
-        const __m256 valid =
-            _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps(float(n - j)), _CMP_LT_OQ);
-        const __m256 e = _mm256_and_ps(valid, exp_nonpositive(_mm256_load_ps(tail)));
-        _mm256_store_ps(tail, e);
-        for (int k = 0; j + k < n; k++) {
-            sc[j + k] = tail[k];
-            total += tail[k];
+// The online-softmax step of attention-kernels.h for up to k_score_rows rows of a tile (64 keys = 8 vectors).
+void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float* corr) {
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int r = 0; r < rows; r++) {
+        float* s = sc + size_t(r) * k_attention_tile;
+        const int n = std::max(nj[r], 0);
+        if (n == 0) {
+            std::memset(s, 0, sizeof(float) * k_attention_tile);
+            corr[r] = 1.0f;
+            continue;
         }
+        __m256 x[k_attention_tile / 8];
+        __m256 mx = _mm256_set1_ps(m[r]);
+        for (int b = 0; b < k_attention_tile / 8; b++) {
+            const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps(float(n - 8 * b)), _CMP_LT_OQ);
+            x[b] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * b), valid);
+            mx = _mm256_max_ps(mx, x[b]);
+        }
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, mx);
+        float mh = lanes[0];
+        for (float v : lanes) mh = std::max(mh, v);
+        const __m256 mv = _mm256_set1_ps(mh);
+        __m256 sum = _mm256_setzero_ps();
+        for (int b = 0; b < k_attention_tile / 8; b++) {
+            const __m256 e = exp_nonpositive(_mm256_sub_ps(x[b], mv));  // dropped keys: -inf, so 0
+            _mm256_storeu_ps(s + 8 * b, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        _mm256_store_ps(lanes, sum);
+        float total = 0;
+        for (float v : lanes) total += v;
+        corr[r] = std::exp(m[r] - mh);  // 0 on the row's first keys (m = -inf)
+        l[r] = l[r] * corr[r] + total;
+        m[r] = mh;
     }
-    return total;
 }
 
 // silu(g) = g * sigmoid(g) with t = exp(-|g|) <= 1 (never overflows): sigmoid = 1 / (1 + t) for g >= 0,
@@ -261,7 +350,7 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
     }
 }
 
-const attention_kernels k_avx2{load_tile_avx2, score_avx2, accumulate_avx2, exp_sum_avx2, swiglu_avx2, decode_avx2};
+const attention_kernels k_avx2{load_tile_avx2, score_avx2, softmax_avx2, accumulate_avx2, swiglu_avx2, decode_avx2};
 
 }  // namespace
 

@@ -201,11 +201,119 @@ void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const 
     }
 }
 
+// Prefill loops (attention-kernels.h: score, softmax, accumulate) on 16 lanes: up to k_score_rows = 4 rows at once,
+// a tile's 64 keys in 4 vectors.
+template <int R>
+void score_rows(const float* q, const float* kt, int head_dim, float* sc) {
+    __m512 acc[R][4];
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < 4; b++) acc[r][b] = _mm512_setzero_ps();
+    for (int d = 0; d < head_dim; d++) {
+        const float* row = kt + size_t(d) * k_attention_tile;
+        const __m512 k0 = _mm512_loadu_ps(row), k1 = _mm512_loadu_ps(row + 16), k2 = _mm512_loadu_ps(row + 32),
+                     k3 = _mm512_loadu_ps(row + 48);
+        for (int r = 0; r < R; r++) {
+            const __m512 qd = _mm512_set1_ps(q[size_t(r) * size_t(head_dim) + size_t(d)]);
+            acc[r][0] = _mm512_fmadd_ps(qd, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(qd, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(qd, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(qd, k3, acc[r][3]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < 4; b++) _mm512_storeu_ps(sc + size_t(r) * k_attention_tile + 16 * b, acc[r][b]);
+}
+
+void score_avx512(const float* q, int rows, const float* kt, int head_dim, int, float* sc) {
+    switch (rows) {
+        case 1: score_rows<1>(q, kt, head_dim, sc); break;
+        case 2: score_rows<2>(q, kt, head_dim, sc); break;
+        case 3: score_rows<3>(q, kt, head_dim, sc); break;
+        default: score_rows<4>(q, kt, head_dim, sc); break;
+    }
+}
+
+void softmax_avx512(float* sc, int rows, const int* nj, float* m, float* l, float* corr) {
+    for (int r = 0; r < rows; r++) {
+        float* s = sc + size_t(r) * k_attention_tile;
+        const int n = std::max(nj[r], 0);
+        __m512 x[4];
+        __m512 mx = _mm512_set1_ps(m[r]);
+        for (int b = 0; b < 4; b++) {
+            const int valid = std::clamp(n - 16 * b, 0, 16);
+            x[b] = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), __mmask16((1u << valid) - 1), s + 16 * b);
+            mx = _mm512_max_ps(mx, x[b]);
+        }
+        if (n == 0) {
+            for (int b = 0; b < 4; b++) _mm512_storeu_ps(s + 16 * b, _mm512_setzero_ps());
+            corr[r] = 1.0f;
+            continue;
+        }
+        const float mh = _mm512_reduce_max_ps(mx);
+        const __m512 mv = _mm512_set1_ps(mh);
+        __m512 sum = _mm512_setzero_ps();
+        for (int b = 0; b < 4; b++) {
+            const __m512 e = exp_nonpositive(_mm512_sub_ps(x[b], mv));  // dropped keys: -inf, so 0
+            _mm512_storeu_ps(s + 16 * b, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        corr[r] = std::exp(m[r] - mh);  // 0 on the row's first keys (m = -inf)
+        l[r] = l[r] * corr[r] + _mm512_reduce_add_ps(sum);
+        m[r] = mh;
+    }
+}
+
+// acc rows = acc * corr + p . v for R rows over W vectors (16 W elements) of head_dim: R x W accumulators.
+template <int R, int W>
+void accumulate_chunk(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    __m512 a[R][W];
+    for (int r = 0; r < R; r++) {
+        const __m512 c = _mm512_set1_ps(corr[r]);
+        for (int k = 0; k < W; k++)
+            a[r][k] = _mm512_mul_ps(_mm512_loadu_ps(acc + size_t(r) * size_t(head_dim) + 16 * k), c);
+    }
+    for (int j = 0; j < n; j++) {
+        const float* vj = v + size_t(j) * size_t(head_dim);
+        __m512 x[W];
+        for (int k = 0; k < W; k++) x[k] = _mm512_loadu_ps(vj + 16 * k);
+        for (int r = 0; r < R; r++) {
+            const __m512 pj = _mm512_set1_ps(p[size_t(r) * k_attention_tile + size_t(j)]);
+            for (int k = 0; k < W; k++) a[r][k] = _mm512_fmadd_ps(pj, x[k], a[r][k]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < W; k++) _mm512_storeu_ps(acc + size_t(r) * size_t(head_dim) + 16 * k, a[r][k]);
+}
+
+template <int R>
+void accumulate_rows(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    for (int d = 0; d < head_dim; d += 64) {
+        switch (std::min(4, (head_dim - d) / 16)) {
+            case 1: accumulate_chunk<R, 1>(p, corr, v + d, n, head_dim, acc + d); break;
+            case 2: accumulate_chunk<R, 2>(p, corr, v + d, n, head_dim, acc + d); break;
+            case 3: accumulate_chunk<R, 3>(p, corr, v + d, n, head_dim, acc + d); break;
+            default: accumulate_chunk<R, 4>(p, corr, v + d, n, head_dim, acc + d); break;
+        }
+    }
+}
+
+void accumulate_avx512(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc) {
+    switch (rows) {
+        case 1: accumulate_rows<1>(p, corr, v, n, head_dim, acc); break;
+        case 2: accumulate_rows<2>(p, corr, v, n, head_dim, acc); break;
+        case 3: accumulate_rows<3>(p, corr, v, n, head_dim, acc); break;
+        default: accumulate_rows<4>(p, corr, v, n, head_dim, acc); break;
+    }
+}
+
 }  // namespace
 
 const attention_kernels* avx512_attention_kernels() {
     static const attention_kernels set = [] {
         attention_kernels s = *avx2_attention_kernels();
+        s.score = score_avx512;
+        s.softmax = softmax_avx512;
+        s.accumulate = accumulate_avx512;
         s.decode = decode_avx512;
         return s;
     }();
