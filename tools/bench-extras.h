@@ -38,6 +38,7 @@ struct cuda_bench_options {
     std::string path;
     load_options load;
     std::vector<int> prompts, gens;
+    std::vector<int> depths{0};  // context depths (bench -d): each test after that many positions in the cache
     int reps = 3;
     uint32_t n_ctx = 0;  // 0: the longest test + warm-up
     bool json = false;

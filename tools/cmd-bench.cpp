@@ -94,11 +94,12 @@ public:
         if (model_.device == "cuda") {
             if (perf_ || cold_ || soak_s_ > 0 || profile_ || csv_ || !svg_.empty() || !threads_.empty() ||
                 !cpu_mask_.empty())
-                fail("bench", "--device cuda takes -m, -p, -n, -r, -c, --json and memory modes only");
+                fail("bench", "--device cuda takes -m, -p, -n, -d, -r, -c, --json and memory modes only");
             std::erase(prompts_, 0);
             std::erase(gens_, 0);
+            if (depths_.empty()) depths_.push_back(0);
             return run_cuda_bench(
-                {model_.model_path(), model_.options().load, prompts_, gens_, reps_, model_.ctx, json_});
+                {model_.model_path(), model_.options().load, prompts_, gens_, depths_, reps_, model_.ctx, json_});
         }
         // Counters first: they must exist before the worker threads so that the threads inherit them.
         std::unique_ptr<perf_counters> counters;

@@ -59,6 +59,7 @@ inline std::vector<std::string> split_list(const std::string& s) {
 // The benchmarks (cuda-bench.cpp): decode, matvec and prefill figures of llama3-8b shapes against the HBM probe.
 void bench(const cuda::bandwidth_probe& bw, bool sweep);
 void bench_q6(const cuda::bandwidth_probe& bw, bool sweep);
+void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
 void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes);
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);

@@ -9,6 +9,7 @@
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 //                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
 //                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
+//                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -1003,6 +1004,7 @@ int main(int argc, char** argv) {
     bool batch_bench = false, profile_batch = false;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
+    std::string depth_list;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -1052,6 +1054,8 @@ int main(int argc, char** argv) {
             q6k_check = true;
         else if (a == "--q4k-modes" && i + 1 < argc)
             q4k_modes = argv[++i];
+        else if (a == "--depth-bench" && i + 1 < argc)
+            depth_list = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -1163,7 +1167,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!q4k_modes.empty()) {
+        if (!depth_list.empty()) {
+            bench_depth(bw, depth_list, only);
+        } else if (!q4k_modes.empty()) {
             if (!do_checks) check_q4k_modes();
             bench_q4k(bw, q4k_modes);
         } else if (!batch_masks.empty()) {

@@ -248,8 +248,9 @@ public:
     // As forward, but returns only the argmax of the logits (computed on the GPU; ties: lowest id).
     virtual int32_t forward_greedy(int32_t token) = 0;
     // Runs n greedy steps back to back on the device (each feeds its argmax to the next, no host round
-    // trip) after `warmup` untimed steps, starting from an empty cache; returns seconds for the n steps.
-    virtual double bench_decode(int n, int warmup, int32_t first_token) = 0;
+    // trip) after `warmup` untimed steps, starting at position `start` (0: an empty cache; else the cache must
+    // already hold the positions below it, e.g. from forward_prefill); returns seconds for the n steps.
+    virtual double bench_decode(int n, int warmup, int32_t first_token, uint32_t start = 0) = 0;
     virtual uint32_t used() const = 0;
     virtual void reset() = 0;                      // empties the KV cache
     virtual void truncate(uint32_t n_tokens) = 0;  // forgets positions >= n_tokens (later steps overwrite them)

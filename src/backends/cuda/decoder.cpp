@@ -243,16 +243,19 @@ public:
         return host_io_[0];
     }
 
-    double bench_decode(int n, int warmup, int32_t first_token) override {
-        if (uint64_t(n) + uint64_t(warmup) > n_ctx_)
-            fail("cuda", "bench of {} + {} steps exceeds the context of {}", warmup, n, n_ctx_);
-        used_ = 0;
+    double bench_decode(int n, int warmup, int32_t first_token, uint32_t start) override {
+        if (start > used_)
+            fail("cuda", "bench from position {} with {} positions in the cache (prefill them first)", start, used_);
+        if (uint64_t(start) + uint64_t(n) + uint64_t(warmup) > n_ctx_)
+            fail("cuda", "bench of {} + {} steps from position {} exceeds the context of {}", warmup, n, start, n_ctx_);
+        if (unawaited_) check(cudaStreamSynchronize(stream_), "decode step");
+        used_ = start;
         host_io_[0] = first_token;
-        host_io_[1] = 0;
+        host_io_[1] = int32_t(start);
         check(cudaMemcpyAsync(io_, host_io_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "copy token");
         ensure_graph();
         const double seconds = time_graph_replays(exec_, stream_, warmup, n, "decode steps");
-        used_ = uint32_t(warmup + n);
+        used_ = start + uint32_t(warmup + n);
         return seconds;
     }
 
