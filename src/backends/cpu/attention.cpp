@@ -153,15 +153,24 @@ void attention_decode(const float* q, float* out, int pos, const kv_cache& kv, i
     states.resize(size_t(n_chunks) * state);
     float* st = states.data();
     const float* qsp = qs.data();
-    pool.parallel_for(n_chunks, [&](int, int64_t begin, int64_t end) {
+    // Where the chunks are fewer than two per thread (short contexts), each chunk's KV heads are also split into
+    // parts. Heads are independent, so the parts change which thread computes a head, not its bits.
+    const int threads = pool.size();
+    const int parts = n_chunks >= 2 * threads ? 1 : std::min(n_head_kv, (2 * threads + n_chunks - 1) / n_chunks);
+    const size_t head_bytes = size_t(head_dim) * kv.elem_bytes();
+    pool.parallel_for(int64_t(n_chunks) * parts, [&](int, int64_t begin, int64_t end) {
         thread_local std::vector<float> sc;
         sc.resize(n_q * detail::k_decode_chunk);
-        for (int64_t c = begin; c < end; c++) {
-            const int j0 = int(c) * detail::k_decode_chunk, n = std::min(detail::k_decode_chunk, n_keys - j0);
+        for (int64_t job = begin; job < end; job++) {
+            const int c = int(job / parts), part = int(job % parts);
+            const int kv0 = part * n_head_kv / parts, kv1 = (part + 1) * n_head_kv / parts;
+            const int j0 = c * detail::k_decode_chunk, n = std::min(detail::k_decode_chunk, n_keys - j0);
+            const size_t h0 = size_t(kv0) * size_t(group);
             float* cs = st + size_t(c) * state;
-            kern.decode(qsp, n_head_kv, group, kv.k_row(uint32_t(layer), uint32_t(j0)),
-                        kv.v_row(uint32_t(layer), uint32_t(j0)), stride, f16, head_dim, n, sc.data(), cs, cs + n_q,
-                        cs + 2 * n_q);
+            kern.decode(qsp + h0 * hd, kv1 - kv0, group,
+                        kv.k_row(uint32_t(layer), uint32_t(j0)) + size_t(kv0) * head_bytes,
+                        kv.v_row(uint32_t(layer), uint32_t(j0)) + size_t(kv0) * head_bytes, stride, f16, head_dim, n,
+                        sc.data(), cs + h0, cs + n_q + h0, cs + 2 * n_q + h0 * hd);
         }
     });
     // Merge: out = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M), M the largest m_c.
