@@ -79,8 +79,8 @@ public:
     // on Llama-3.2-1B (session 10, Zen 3; docs/cpu-log-s7-s11.md). Since the x8 decode walks four streams inside
     // every chunk (session 14), each chunk restarts four prefetch streams: on session 16's Zen 5, ranges 4 against
     // 16 gave +2-10 % on 8 of the 10 workload models, -1 to -3 % on two, and 1 chunk per thread left the tail
-    // unbalanced; halving 4 against ranges 4 +3-11 % on 6 of 10 and within 2 % on the other four (docs/cpu.md).
-    // Set between calls, from the calling thread.
+    // unbalanced; halving 4 against ranges 4 +3-11 % on 6 of 10 and within 2 % on the other four
+    // (docs/cpu-log-s12-s18.md). Set between calls, from the calling thread.
     enum class split { interleaved, ranges, halving };
     static constexpr split k_default_split = split::halving;
     static constexpr int k_default_range_chunks = 4;

@@ -121,8 +121,8 @@ void decode_portable(const float* q, int n_kv, int group, const uint8_t* k, cons
 const detail::attention_kernels k_portable{load_tile_portable,  score_portable,  softmax_portable,
                                            accumulate_portable, swiglu_portable, decode_portable};
 
-// The ISA loops of the matmul path (so force_isa("scalar") covers attention too): AVX2's, with the AVX-512 decode
-// on the AVX-512 paths where head_dim is a multiple of 16.
+// The ISA loops of the matmul path (so force_isa("scalar") covers attention too): AVX2's, and on the AVX-512 paths
+// where head_dim is a multiple of 16 the AVX-512 set (its own score, softmax, accumulate and decode loops).
 const detail::attention_kernels& pick_kernels(int head_dim) {
     const isa path = active_isa();
     if (head_dim % 8 != 0 || path == isa::scalar) return k_portable;

@@ -281,12 +281,14 @@ void weigh_values_any(const float* p, const float* rows, int n, int hd, int stri
 
 void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
                  int hd, int n, float* sc, float* m, float* l, float* acc) {
-    const int kv_dim = n_kv * hd, nv = hd / 8, n_q = n_kv * group;
+    // Each KV head's slice of a block converted ([8][hd] f32) and used by its group's heads; the next block
+    // prefetched meanwhile (see the AVX-512 loops).
+    const int nv = hd / 8, n_q = n_kv * group;
+    const size_t head_bytes = size_t(hd) * (f16 ? 2 : 4);
     thread_local std::vector<float> buf;
-    buf.resize(size_t(k_block_keys) * size_t(kv_dim) + 8);
+    buf.resize(size_t(k_block_keys) * size_t(hd) + 8);
     float* rows = buf.data() + (8 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 8) % 8;  // 32-byte aligned
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    // The next block prefetched while this one is scored or weighed, as in the AVX-512 loops.
     row_prefetcher pf;
     const int per = int((size_t(k_block_keys) * stride / 64 + size_t(n_q) - 1) / size_t(n_q));
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
@@ -296,17 +298,18 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
             pf.start(k + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
         else
             pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
-        load_rows<k_block_keys, true>(k + size_t(j0) * stride, stride, f16, kv_dim, nb, rows);
         for (int h = 0; h < n_q; h++) {
+            if (h % group == 0)
+                load_rows<k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16, hd,
+                                              nb, rows);
             pf.step(per);
-            const float* kr = rows + size_t(h / group) * size_t(hd);
             const float* qh = q + size_t(h) * size_t(hd);
             __m256 t[8];
             for (int j = 0; j < 8; j++) t[j] = _mm256_setzero_ps();
             for (int c = 0; c < nv; c++) {
                 const __m256 qc = _mm256_loadu_ps(qh + 8 * c);
                 for (int j = 0; j < 8; j++)
-                    t[j] = _mm256_fmadd_ps(_mm256_load_ps(kr + size_t(j) * size_t(kv_dim) + 8 * c), qc, t[j]);
+                    t[j] = _mm256_fmadd_ps(_mm256_load_ps(rows + size_t(j) * size_t(hd) + 8 * c), qc, t[j]);
             }
             _mm256_storeu_ps(sc + size_t(h) * k_decode_chunk + j0,
                              _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sum_lanes8(t), valid));
@@ -337,15 +340,17 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
     }
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
         const int nb = std::min(k_block_keys, n - j0);
-        load_rows<k_block_keys, false>(v + size_t(j0) * stride, stride, f16, kv_dim, nb, rows);
         if (j0 + k_block_keys < n)
             pf.start(v + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
         else
             pf.start(k + size_t(n) * stride, size_t(k_block_keys) * stride);
         for (int h = 0; h < n_q; h++) {
+            if (h % group == 0)
+                load_rows<k_block_keys, false>(v + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16,
+                                               hd, nb, rows);
             pf.step(per);
-            weigh_values_any(sc + size_t(h) * k_decode_chunk + j0, rows + size_t(h / group) * size_t(hd), nb, hd,
-                             kv_dim, acc + size_t(h) * size_t(hd), j0 == 0);
+            weigh_values_any(sc + size_t(h) * k_decode_chunk + j0, rows, nb, hd, hd, acc + size_t(h) * size_t(hd),
+                             j0 == 0);
         }
     }
 }

@@ -129,12 +129,14 @@ void weigh_any(const float* p, const uint8_t* v, size_t stride, bool f16, int n,
 
 void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
                    int hd, int n, float* sc, float* m, float* l, float* acc) {
-    // A block's K rows converted whole (all KV heads side by side, [16][kv_dim] f32) and scored from there; the V
-    // rows are converted in registers by weigh_values. Converting one KV head's 128-byte slice of 16 rows at a time
-    // with no prefetch (a 1 KiB stride) ran at 4.7 GB/s, bound by the loads' latency.
-    const int kv_dim = n_kv * hd, nv = hd / 16, n_q = n_kv * group;
+    // A block's K slice of one KV head converted ([16][hd] f32, in L1) and scored for the heads of its group; the V
+    // rows are converted in registers by weigh_values. The slices' strided reads (128 bytes of every 1 KiB row at
+    // Llama-3.2-1B's shape) wait on memory unless prefetched (below); converting the block's whole rows instead
+    // kept it in L2 past 256 elements per row (Llama-3.1-8B shape, depth 4,096: 80 ms per token against 50).
+    const int nv = hd / 16, n_q = n_kv * group;
+    const size_t head_bytes = size_t(hd) * (f16 ? 2 : 4);
     thread_local std::vector<float> buf;
-    buf.resize(size_t(k_block_keys) * size_t(kv_dim) + 16);
+    buf.resize(size_t(k_block_keys) * size_t(hd) + 16);
     float* rows = buf.data() + (16 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 16) % 16;  // 64-byte aligned
     // Scores, 16 keys at a time: each KV head's slice dotted with the q of every query head of its group.
     // The rows of one layer are contiguous (stride = one row): the next block, K then the chunk's first V block,
@@ -149,17 +151,18 @@ void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const 
             pf.start(k + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
         else
             pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
-        load_rows<k_block_keys, true>(k + size_t(j0) * stride, stride, f16, kv_dim, nb, rows);
         for (int h = 0; h < n_q; h++) {
+            if (h % group == 0)
+                load_rows<k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16, hd,
+                                              nb, rows);
             pf.step(per);
-            const float* kr = rows + size_t(h / group) * size_t(hd);
             const float* qh = q + size_t(h) * size_t(hd);
             __m512 t[16];
             for (int j = 0; j < 16; j++) t[j] = _mm512_setzero_ps();
             for (int c = 0; c < nv; c++) {
                 const __m512 qc = _mm512_loadu_ps(qh + 16 * c);
                 for (int j = 0; j < 16; j++)
-                    t[j] = _mm512_fmadd_ps(_mm512_load_ps(kr + size_t(j) * size_t(kv_dim) + 16 * c), qc, t[j]);
+                    t[j] = _mm512_fmadd_ps(_mm512_load_ps(rows + size_t(j) * size_t(hd) + 16 * c), qc, t[j]);
             }
             const __m512 s = _mm512_mask_blend_ps(__mmask16((1u << nb) - 1), _mm512_set1_ps(-INFINITY), sum_lanes16(t));
             _mm512_storeu_ps(sc + size_t(h) * k_decode_chunk + j0, s);
@@ -183,7 +186,6 @@ void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const 
         l[h] = _mm512_reduce_add_ps(sum);
     }
     // Values, 16 rows at a time, KV head after KV head.
-    const size_t head_bytes = size_t(hd) * (f16 ? 2 : 4);
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
         const int nb = std::min(k_block_keys, n - j0);
         // The next block of V, or after the last one the first K block of the next chunk (the thread's next job

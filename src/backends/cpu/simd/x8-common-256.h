@@ -115,7 +115,8 @@ void gemv_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
              int64_t g0, int64_t g1) {
     // No software prefetch: the hardware prefetcher follows the streams. It was on for the K formats' long rows at
     // two threads (and for Q5_K at one) while the decode walked one or two streams (sessions 4-12); with four, the
-    // 2-thread decode measured 1-8 % faster without it in 10 of 12 in-process A/Bs (session 14, docs/cpu.md).
+    // 2-thread decode measured 1-8 % faster without it in 10 of 12 in-process A/Bs (session 14,
+    // docs/cpu-log-s12-s18.md).
     y += t * n_out;
     // Several streams (set_decode_streams): the most, of 4 and 2, whose runs lie at least the set distance apart;
     // the groups left over (fewer than the stream count) go one by one.
