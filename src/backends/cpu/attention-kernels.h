@@ -1,4 +1,4 @@
-// Inner loops of CPU attention (ops.cpp) with per-ISA versions, chosen at run time like the matmul kernels.
+// Inner loops of CPU attention (attention.cpp) with per-ISA versions, chosen at run time like the matmul kernels.
 // Same rule as kernels.h for the ISA translation units: include only this header and intrinsics.
 //   load_tile:  key rows -> kt [head_dim][k_tile] (transposed), value rows -> v [n][head_dim], f16 or f32 source
 //   score:      rows <= k_score_rows query rows q [rows][head_dim] (already scaled) against the tile:
@@ -10,15 +10,14 @@
 //   accumulate: acc[r][d] = acc[r][d] * corr[r] + sum_{j<n} p[r][j] v[j][d], p = sc (rows k_tile apart), acc rows
 //               head_dim apart, rows <= k_score_rows: each value row loaded once for all the rows
 //   swiglu:     gate[i] = silu(gate[i]) * up[i] for i < n (the feed-forward activation, which shares the exp)
-//   decode:     one query token against keys 0..n-1 of one chunk (n <= k_decode_chunk), every head: key j's row
-//               (all n_kv KV heads side by side) at k + j * stride bytes, value j's at v + j * stride (f16 or
+//   decode:     one query token against keys 0..n-1 of one chunk (n <= k_decode_chunk), n_kv KV heads: key j's
+//               slices of those heads (side by side) at k + j * stride bytes, value j's at v + j * stride (f16 or
 //               f32); query head h [head_dim] (already scaled) at q + h * head_dim reads KV head h / group. Outputs
 //               the chunk's online-softmax state per query head: m[h] = max_j s_hj, l[h] = sum_j exp(s_hj - m[h]),
 //               acc[h][d] = sum_j exp(s_hj - m[h]) v_j[d], s_hj = q_h . k_j. sc: scratch of
 //               n_kv * group * k_decode_chunk floats. The rows are read in the cache's own layout, a block of keys
-//               at a time with all KV heads' slices in turn (so each block's rows are read whole, front to back);
-//               each slice is converted once and scored against every head of its group, the scores of 16 (8) keys
-//               reduced together.
+//               at a time, KV head after KV head, the next block prefetched; each slice is converted once and
+//               scored against every head of its group, the scores of 16 (8) keys reduced together.
 #pragma once
 
 #include <cstddef>
