@@ -8,10 +8,26 @@
 #include <vector>
 
 #include "backends/cpu/attention-kernels.h"
+#include "backends/cpu/simd/attention-loops.h"
 #include "backends/cpu/simd/row-prefetch.h"
 
 namespace memtile::cpu::detail {
 namespace {
+
+// Vector traits of simd/attention-loops.h: 8 floats, 2 query rows per call (16 registers).
+struct v256 {
+    using reg = __m256;
+    static constexpr int lanes = 8, max_rows = 2;
+    static reg zero() { return _mm256_setzero_ps(); }
+    static reg load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
+    static reg set1(float x) { return _mm256_set1_ps(x); }
+    static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+    static reg load_f16(const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+};
 
 // 8 key rows of 8 elements each (row j at rows[j]) transposed: out[i] holds element i of the 8 rows.
 void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
@@ -54,88 +70,6 @@ void load_tile_avx2(const uint8_t* const* k_rows, const uint8_t* const* v_rows, 
             transpose8(r, c);
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(kt + size_t(d + i) * k_attention_tile + size_t(j0), c[i]);
         }
-    }
-}
-
-// Scores of R rows (R <= 2 here, so that R x 4 accumulators and the loads fit 16 registers), 32 keys at a time.
-template <int R>
-void score_rows(const float* q, const float* kt, int head_dim, int n, float* sc) {
-    for (int j0 = 0; j0 < n; j0 += 32) {
-        __m256 acc[R][4];
-        for (int r = 0; r < R; r++)
-            for (int b = 0; b < 4; b++) acc[r][b] = _mm256_setzero_ps();
-        for (int d = 0; d < head_dim; d++) {
-            const float* row = kt + size_t(d) * k_attention_tile + j0;
-            const __m256 k0 = _mm256_loadu_ps(row), k1 = _mm256_loadu_ps(row + 8), k2 = _mm256_loadu_ps(row + 16),
-                         k3 = _mm256_loadu_ps(row + 24);
-            for (int r = 0; r < R; r++) {
-                const __m256 qd = _mm256_set1_ps(q[size_t(r) * size_t(head_dim) + size_t(d)]);
-                acc[r][0] = _mm256_fmadd_ps(qd, k0, acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(qd, k1, acc[r][1]);
-                acc[r][2] = _mm256_fmadd_ps(qd, k2, acc[r][2]);
-                acc[r][3] = _mm256_fmadd_ps(qd, k3, acc[r][3]);
-            }
-        }
-        for (int r = 0; r < R; r++)
-            for (int b = 0; b < 4; b++) _mm256_storeu_ps(sc + size_t(r) * k_attention_tile + j0 + 8 * b, acc[r][b]);
-    }
-}
-
-void score_avx2(const float* q, int rows, const float* kt, int head_dim, int n, float* sc) {
-    for (int r = 0; r < rows; r += 2) {
-        const float* qr = q + size_t(r) * size_t(head_dim);
-        float* s = sc + size_t(r) * k_attention_tile;
-        if (rows - r >= 2)
-            score_rows<2>(qr, kt, head_dim, n, s);
-        else
-            score_rows<1>(qr, kt, head_dim, n, s);
-    }
-}
-
-// acc rows = acc * corr + p . v for R rows (R <= 2) over W vectors (8 W elements) of head_dim from acc and v:
-// R x W accumulators, each value vector loaded once for the R rows. W is a template parameter so that every array
-// stays in registers (with a run-time width GCC kept them in memory and copied them with memmove per key).
-template <int R, int W>
-void accumulate_chunk(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    __m256 a[R][W];
-    for (int r = 0; r < R; r++) {
-        const __m256 c = _mm256_set1_ps(corr[r]);
-        for (int k = 0; k < W; k++)
-            a[r][k] = _mm256_mul_ps(_mm256_loadu_ps(acc + size_t(r) * size_t(head_dim) + 8 * k), c);
-    }
-    for (int j = 0; j < n; j++) {
-        const float* vj = v + size_t(j) * size_t(head_dim);
-        __m256 x[W];
-        for (int k = 0; k < W; k++) x[k] = _mm256_loadu_ps(vj + 8 * k);
-        for (int r = 0; r < R; r++) {
-            const __m256 pj = _mm256_set1_ps(p[size_t(r) * k_attention_tile + size_t(j)]);
-            for (int k = 0; k < W; k++) a[r][k] = _mm256_fmadd_ps(pj, x[k], a[r][k]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int k = 0; k < W; k++) _mm256_storeu_ps(acc + size_t(r) * size_t(head_dim) + 8 * k, a[r][k]);
-}
-
-template <int R>
-void accumulate_rows(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    for (int d = 0; d < head_dim; d += 32) {
-        switch (std::min(4, (head_dim - d) / 8)) {
-            case 1: accumulate_chunk<R, 1>(p, corr, v + d, n, head_dim, acc + d); break;
-            case 2: accumulate_chunk<R, 2>(p, corr, v + d, n, head_dim, acc + d); break;
-            case 3: accumulate_chunk<R, 3>(p, corr, v + d, n, head_dim, acc + d); break;
-            default: accumulate_chunk<R, 4>(p, corr, v + d, n, head_dim, acc + d); break;
-        }
-    }
-}
-
-void accumulate_avx2(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    for (int r = 0; r < rows; r += 2) {
-        const float* pr = p + size_t(r) * k_attention_tile;
-        float* ar = acc + size_t(r) * size_t(head_dim);
-        if (rows - r >= 2)
-            accumulate_rows<2>(pr, corr + r, v, n, head_dim, ar);
-        else
-            accumulate_rows<1>(pr, corr + r, v, n, head_dim, ar);
     }
 }
 
@@ -225,24 +159,6 @@ void swiglu_avx2(float* gate, const float* up, int64_t n) {
 // Decode (attention-kernels.h): avx512/attention-avx512.cpp's loops on 8 lanes.
 constexpr int k_block_keys = 8;
 
-// Rows j < n of a block as f32 rows of width at out (row j at out + j * width); with ZERO, rows n..K-1 are zero.
-template <int K, bool ZERO>
-void load_rows(const uint8_t* base, size_t stride, bool f16, int width, int n, float* out) {
-    for (int j = 0; j < K; j++) {
-        float* o = out + size_t(j) * size_t(width);
-        if (j >= n) {
-            if constexpr (!ZERO) break;
-            for (int d = 0; d < width; d += 8) _mm256_store_ps(o + d, _mm256_setzero_ps());
-            continue;
-        }
-        const uint8_t* r = base + size_t(j) * stride;
-        for (int d = 0; d < width; d += 8)
-            _mm256_store_ps(o + d,
-                            f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * size_t(d))))
-                                : _mm256_loadu_ps(reinterpret_cast<const float*>(r) + d));
-    }
-}
-
 // Lane j of the result: the sum of the 8 lanes of t[j].
 __m256 sum_lanes8(const __m256 (&t)[8]) {
     const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));  // halves: t0..t3
@@ -300,8 +216,8 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
             pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
         for (int h = 0; h < n_q; h++) {
             if (h % group == 0)
-                load_rows<k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16, hd,
-                                              nb, rows);
+                load_rows<v256, k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride,
+                                                    f16, hd, nb, rows);
             pf.step(per);
             const float* qh = q + size_t(h) * size_t(hd);
             __m256 t[8];
@@ -346,8 +262,8 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
             pf.start(k + size_t(n) * stride, size_t(k_block_keys) * stride);
         for (int h = 0; h < n_q; h++) {
             if (h % group == 0)
-                load_rows<k_block_keys, false>(v + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16,
-                                               hd, nb, rows);
+                load_rows<v256, k_block_keys, false>(v + size_t(j0) * stride + size_t(h / group) * head_bytes, stride,
+                                                     f16, hd, nb, rows);
             pf.step(per);
             weigh_values_any(sc + size_t(h) * k_decode_chunk + j0, rows, nb, hd, hd, acc + size_t(h) * size_t(hd),
                              j0 == 0);
@@ -355,7 +271,7 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
     }
 }
 
-const attention_kernels k_avx2{load_tile_avx2, score_avx2, softmax_avx2, accumulate_avx2, swiglu_avx2, decode_avx2};
+const attention_kernels k_avx2{load_tile_avx2, score<v256>, softmax_avx2, accumulate<v256>, swiglu_avx2, decode_avx2};
 
 }  // namespace
 

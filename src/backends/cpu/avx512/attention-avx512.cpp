@@ -9,12 +9,28 @@
 #include <vector>
 
 #include "backends/cpu/attention-kernels.h"
+#include "backends/cpu/simd/attention-loops.h"
 #include "backends/cpu/simd/row-prefetch.h"
 
 namespace memtile::cpu::detail {
 namespace {
 
 constexpr int k_block_keys = 16;  // keys converted and scored together (one vector of scores)
+
+// Vector traits of simd/attention-loops.h: 16 floats, 4 query rows per call.
+struct v512 {
+    using reg = __m512;
+    static constexpr int lanes = 16, max_rows = 4;
+    static reg zero() { return _mm512_setzero_ps(); }
+    static reg load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
+    static reg set1(float x) { return _mm512_set1_ps(x); }
+    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+    static reg load_f16(const uint8_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+};
 
 // exp(x) for x <= 0: the AVX2 loops' polynomial (attention-avx2.cpp, exp_nonpositive) on 16 lanes, scaled by 2^n
 // with vscalefps; inputs below -87 (and -inf, the scores of padding keys) give 0.
@@ -34,25 +50,6 @@ __m512 exp_nonpositive(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(keep, p, n);
-}
-
-// Rows j < n of a block (row j at base + j * stride, f16 or f32) as f32 rows of width at out (row j at
-// out + j * width); with ZERO, rows n..K-1 are zero (their scores then come out 0 and are masked by the caller).
-template <int K, bool ZERO>
-void load_rows(const uint8_t* base, size_t stride, bool f16, int width, int n, float* out) {
-    for (int j = 0; j < K; j++) {
-        float* o = out + size_t(j) * size_t(width);
-        if (j >= n) {
-            if constexpr (!ZERO) break;
-            for (int d = 0; d < width; d += 16) _mm512_store_ps(o + d, _mm512_setzero_ps());
-            continue;
-        }
-        const uint8_t* r = base + size_t(j) * stride;
-        for (int d = 0; d < width; d += 16)
-            _mm512_store_ps(
-                o + d, f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * size_t(d))))
-                           : _mm512_loadu_ps(reinterpret_cast<const float*>(r) + d));
-    }
 }
 
 // Lane j of the result: the sum of the 16 lanes of t[j]. Four halving steps, each pairing vectors by one shuffle
@@ -153,8 +150,8 @@ void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const 
             pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
         for (int h = 0; h < n_q; h++) {
             if (h % group == 0)
-                load_rows<k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride, f16, hd,
-                                              nb, rows);
+                load_rows<v512, k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride,
+                                                    f16, hd, nb, rows);
             pf.step(per);
             const float* qh = q + size_t(h) * size_t(hd);
             __m512 t[16];
@@ -203,38 +200,8 @@ void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const 
     }
 }
 
-// Prefill loops (attention-kernels.h: score, softmax, accumulate) on 16 lanes: up to k_score_rows = 4 rows at once,
-// a tile's 64 keys in 4 vectors.
-template <int R>
-void score_rows(const float* q, const float* kt, int head_dim, float* sc) {
-    __m512 acc[R][4];
-    for (int r = 0; r < R; r++)
-        for (int b = 0; b < 4; b++) acc[r][b] = _mm512_setzero_ps();
-    for (int d = 0; d < head_dim; d++) {
-        const float* row = kt + size_t(d) * k_attention_tile;
-        const __m512 k0 = _mm512_loadu_ps(row), k1 = _mm512_loadu_ps(row + 16), k2 = _mm512_loadu_ps(row + 32),
-                     k3 = _mm512_loadu_ps(row + 48);
-        for (int r = 0; r < R; r++) {
-            const __m512 qd = _mm512_set1_ps(q[size_t(r) * size_t(head_dim) + size_t(d)]);
-            acc[r][0] = _mm512_fmadd_ps(qd, k0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(qd, k1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(qd, k2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(qd, k3, acc[r][3]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int b = 0; b < 4; b++) _mm512_storeu_ps(sc + size_t(r) * k_attention_tile + 16 * b, acc[r][b]);
-}
-
-void score_avx512(const float* q, int rows, const float* kt, int head_dim, int, float* sc) {
-    switch (rows) {
-        case 1: score_rows<1>(q, kt, head_dim, sc); break;
-        case 2: score_rows<2>(q, kt, head_dim, sc); break;
-        case 3: score_rows<3>(q, kt, head_dim, sc); break;
-        default: score_rows<4>(q, kt, head_dim, sc); break;
-    }
-}
-
+// The prefill's online-softmax step (attention-kernels.h) on 16 lanes: a tile's 64 keys in 4 vectors per row (score
+// and accumulate are simd/attention-loops.h's with v512).
 void softmax_avx512(float* sc, int rows, const int* nj, float* m, float* l, float* corr) {
     for (int r = 0; r < rows; r++) {
         float* s = sc + size_t(r) * k_attention_tile;
@@ -265,57 +232,14 @@ void softmax_avx512(float* sc, int rows, const int* nj, float* m, float* l, floa
     }
 }
 
-// acc rows = acc * corr + p . v for R rows over W vectors (16 W elements) of head_dim: R x W accumulators.
-template <int R, int W>
-void accumulate_chunk(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    __m512 a[R][W];
-    for (int r = 0; r < R; r++) {
-        const __m512 c = _mm512_set1_ps(corr[r]);
-        for (int k = 0; k < W; k++)
-            a[r][k] = _mm512_mul_ps(_mm512_loadu_ps(acc + size_t(r) * size_t(head_dim) + 16 * k), c);
-    }
-    for (int j = 0; j < n; j++) {
-        const float* vj = v + size_t(j) * size_t(head_dim);
-        __m512 x[W];
-        for (int k = 0; k < W; k++) x[k] = _mm512_loadu_ps(vj + 16 * k);
-        for (int r = 0; r < R; r++) {
-            const __m512 pj = _mm512_set1_ps(p[size_t(r) * k_attention_tile + size_t(j)]);
-            for (int k = 0; k < W; k++) a[r][k] = _mm512_fmadd_ps(pj, x[k], a[r][k]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int k = 0; k < W; k++) _mm512_storeu_ps(acc + size_t(r) * size_t(head_dim) + 16 * k, a[r][k]);
-}
-
-template <int R>
-void accumulate_rows(const float* p, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    for (int d = 0; d < head_dim; d += 64) {
-        switch (std::min(4, (head_dim - d) / 16)) {
-            case 1: accumulate_chunk<R, 1>(p, corr, v + d, n, head_dim, acc + d); break;
-            case 2: accumulate_chunk<R, 2>(p, corr, v + d, n, head_dim, acc + d); break;
-            case 3: accumulate_chunk<R, 3>(p, corr, v + d, n, head_dim, acc + d); break;
-            default: accumulate_chunk<R, 4>(p, corr, v + d, n, head_dim, acc + d); break;
-        }
-    }
-}
-
-void accumulate_avx512(const float* p, int rows, const float* corr, const float* v, int n, int head_dim, float* acc) {
-    switch (rows) {
-        case 1: accumulate_rows<1>(p, corr, v, n, head_dim, acc); break;
-        case 2: accumulate_rows<2>(p, corr, v, n, head_dim, acc); break;
-        case 3: accumulate_rows<3>(p, corr, v, n, head_dim, acc); break;
-        default: accumulate_rows<4>(p, corr, v, n, head_dim, acc); break;
-    }
-}
-
 }  // namespace
 
 const attention_kernels* avx512_attention_kernels() {
     static const attention_kernels set = [] {
         attention_kernels s = *avx2_attention_kernels();
-        s.score = score_avx512;
+        s.score = score<v512>;
         s.softmax = softmax_avx512;
-        s.accumulate = accumulate_avx512;
+        s.accumulate = accumulate<v512>;
         s.decode = decode_avx512;
         return s;
     }();
