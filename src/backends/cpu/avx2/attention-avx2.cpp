@@ -95,6 +95,22 @@ __m256 exp_nonpositive(__m256 x) {
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+// The largest and the sum of the 8 lanes (the sum in lane order, as the scalar loops it replaced).
+float max_lanes(__m256 v) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    float m = lanes[0];
+    for (float x : lanes) m = std::max(m, x);
+    return m;
+}
+float sum_lanes(__m256 v) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    float total = 0;
+    for (float x : lanes) total += x;
+    return total;
+}
+
 // The online-softmax step of attention-kernels.h for up to k_score_rows rows of a tile (64 keys = 8 vectors).
 void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float* corr) {
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
@@ -113,10 +129,7 @@ void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float*
             x[b] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * b), valid);
             mx = _mm256_max_ps(mx, x[b]);
         }
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, mx);
-        float mh = lanes[0];
-        for (float v : lanes) mh = std::max(mh, v);
+        const float mh = max_lanes(mx);
         const __m256 mv = _mm256_set1_ps(mh);
         __m256 sum = _mm256_setzero_ps();
         for (int b = 0; b < k_attention_tile / 8; b++) {
@@ -124,9 +137,7 @@ void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float*
             _mm256_storeu_ps(s + 8 * b, e);
             sum = _mm256_add_ps(sum, e);
         }
-        _mm256_store_ps(lanes, sum);
-        float total = 0;
-        for (float v : lanes) total += v;
+        const float total = sum_lanes(sum);
         corr[r] = std::exp(m[r] - mh);  // 0 on the row's first keys (m = -inf)
         l[r] = l[r] * corr[r] + total;
         m[r] = mh;
@@ -236,10 +247,7 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
         float* s = sc + size_t(h) * k_decode_chunk;
         __m256 mx = _mm256_set1_ps(-INFINITY);
         for (int j = 0; j < n_pad; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, mx);
-        float mh = lanes[0];
-        for (float x : lanes) mh = std::max(mh, x);
+        const float mh = max_lanes(mx);
         const __m256 mv = _mm256_set1_ps(mh);
         __m256 sum = _mm256_setzero_ps();
         for (int j = 0; j < n_pad; j += 8) {
@@ -248,11 +256,8 @@ void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const ui
             _mm256_storeu_ps(s + j, e);
             sum = _mm256_add_ps(sum, e);
         }
-        _mm256_store_ps(lanes, sum);
-        float total = 0;
-        for (float x : lanes) total += x;
         m[h] = mh;
-        l[h] = total;
+        l[h] = sum_lanes(sum);
     }
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
         const int nb = std::min(k_block_keys, n - j0);
