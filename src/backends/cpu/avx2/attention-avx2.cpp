@@ -14,21 +14,6 @@
 namespace memtile::cpu::detail {
 namespace {
 
-// Vector traits of simd/attention-loops.h: 8 floats, 2 query rows per call (16 registers).
-struct v256 {
-    using reg = __m256;
-    static constexpr int lanes = 8, max_rows = 2;
-    static reg zero() { return _mm256_setzero_ps(); }
-    static reg load(const float* p) { return _mm256_loadu_ps(p); }
-    static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
-    static reg set1(float x) { return _mm256_set1_ps(x); }
-    static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
-    static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
-    static reg load_f16(const uint8_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    }
-};
-
 // 8 key rows of 8 elements each (row j at rows[j]) transposed: out[i] holds element i of the 8 rows.
 void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
     __m256 t[8], u[8];
@@ -96,14 +81,14 @@ __m256 exp_nonpositive(__m256 x) {
 }
 
 // The largest and the sum of the 8 lanes (the sum in lane order, as the scalar loops it replaced).
-float max_lanes(__m256 v) {
+float lane_max(__m256 v) {
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, v);
     float m = lanes[0];
     for (float x : lanes) m = std::max(m, x);
     return m;
 }
-float sum_lanes(__m256 v) {
+float lane_sum(__m256 v) {
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, v);
     float total = 0;
@@ -129,7 +114,7 @@ void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float*
             x[b] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * b), valid);
             mx = _mm256_max_ps(mx, x[b]);
         }
-        const float mh = max_lanes(mx);
+        const float mh = lane_max(mx);
         const __m256 mv = _mm256_set1_ps(mh);
         __m256 sum = _mm256_setzero_ps();
         for (int b = 0; b < k_attention_tile / 8; b++) {
@@ -137,7 +122,7 @@ void softmax_avx2(float* sc, int rows, const int* nj, float* m, float* l, float*
             _mm256_storeu_ps(s + 8 * b, e);
             sum = _mm256_add_ps(sum, e);
         }
-        const float total = sum_lanes(sum);
+        const float total = lane_sum(sum);
         corr[r] = std::exp(m[r] - mh);  // 0 on the row's first keys (m = -inf)
         l[r] = l[r] * corr[r] + total;
         m[r] = mh;
@@ -177,6 +162,33 @@ __m256 sum_lanes8(const __m256 (&t)[8]) {
     return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
 
+// Vector traits of simd/attention-loops.h: 8 floats, 2 query rows per call (16 registers).
+struct v256 {
+    using reg = __m256;
+    static constexpr int lanes = 8, max_rows = 2;
+    static reg zero() { return _mm256_setzero_ps(); }
+    static reg load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
+    static reg set1(float x) { return _mm256_set1_ps(x); }
+    static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+    static reg load_aligned(const float* p) { return _mm256_load_ps(p); }
+    static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+    static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+    static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+    static reg exp_nonpositive(reg x) { return detail::exp_nonpositive(x); }
+    static float reduce_max(reg x) { return lane_max(x); }
+    static float reduce_add(reg x) { return lane_sum(x); }
+    static reg sum_lanes(const reg (&t)[8]) { return sum_lanes8(t); }
+    static reg keep_first(reg x, int n) {
+        const reg valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps(float(n)), _CMP_LT_OQ);
+        return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x, valid);
+    }
+    static reg load_f16(const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+};
+
 template <int W>
 void weigh_values(const float* p, const float* rows, int n, int stride, float* acc, bool first) {
     __m256 a[W];
@@ -208,57 +220,15 @@ void weigh_values_any(const float* p, const float* rows, int n, int hd, int stri
 
 void decode_avx2(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
                  int hd, int n, float* sc, float* m, float* l, float* acc) {
-    // Each KV head's slice of a block converted ([8][hd] f32) and used by its group's heads; the next block
-    // prefetched meanwhile (see the AVX-512 loops).
-    const int nv = hd / 8, n_q = n_kv * group;
+    // The scores and softmax of simd/attention-loops.h; then each KV head's value slice of a block converted into
+    // L1 ([8][hd] f32) and weighed for its group's heads, the next block prefetched meanwhile.
+    const int n_q = n_kv * group;
     const size_t head_bytes = size_t(hd) * (f16 ? 2 : 4);
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(k_block_keys) * size_t(hd) + 8);
-    float* rows = buf.data() + (8 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 8) % 8;  // 32-byte aligned
-    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    float* rows = aligned_scratch<v256>(size_t(k_block_keys) * size_t(hd));
     row_prefetcher pf;
     const int per = int((size_t(k_block_keys) * stride / 64 + size_t(n_q) - 1) / size_t(n_q));
-    for (int j0 = 0; j0 < n; j0 += k_block_keys) {
-        const int nb = std::min(k_block_keys, n - j0);
-        const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps(float(nb)), _CMP_LT_OQ);
-        if (j0 + k_block_keys < n)
-            pf.start(k + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
-        else
-            pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
-        for (int h = 0; h < n_q; h++) {
-            if (h % group == 0)
-                load_rows<v256, k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride,
-                                                    f16, hd, nb, rows);
-            pf.step(per);
-            const float* qh = q + size_t(h) * size_t(hd);
-            __m256 t[8];
-            for (int j = 0; j < 8; j++) t[j] = _mm256_setzero_ps();
-            for (int c = 0; c < nv; c++) {
-                const __m256 qc = _mm256_loadu_ps(qh + 8 * c);
-                for (int j = 0; j < 8; j++)
-                    t[j] = _mm256_fmadd_ps(_mm256_load_ps(rows + size_t(j) * size_t(hd) + 8 * c), qc, t[j]);
-            }
-            _mm256_storeu_ps(sc + size_t(h) * k_decode_chunk + j0,
-                             _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sum_lanes8(t), valid));
-        }
-    }
-    const int n_pad = (n + 7) & ~7;
-    for (int h = 0; h < n_q; h++) {
-        float* s = sc + size_t(h) * k_decode_chunk;
-        __m256 mx = _mm256_set1_ps(-INFINITY);
-        for (int j = 0; j < n_pad; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
-        const float mh = max_lanes(mx);
-        const __m256 mv = _mm256_set1_ps(mh);
-        __m256 sum = _mm256_setzero_ps();
-        for (int j = 0; j < n_pad; j += 8) {
-            // -inf - mh is below -87: exp_nonpositive gives 0 for the padding.
-            const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
-            _mm256_storeu_ps(s + j, e);
-            sum = _mm256_add_ps(sum, e);
-        }
-        m[h] = mh;
-        l[h] = sum_lanes(sum);
-    }
+    decode_scores<v256>(q, n_kv, group, k, v, stride, f16, hd, n, sc, rows, pf, per);
+    chunk_softmax<v256>(sc, n_q, n, m, l);
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
         const int nb = std::min(k_block_keys, n - j0);
         if (j0 + k_block_keys < n)

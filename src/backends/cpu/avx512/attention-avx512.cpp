@@ -17,21 +17,6 @@ namespace {
 
 constexpr int k_block_keys = 16;  // keys converted and scored together (one vector of scores)
 
-// Vector traits of simd/attention-loops.h: 16 floats, 4 query rows per call.
-struct v512 {
-    using reg = __m512;
-    static constexpr int lanes = 16, max_rows = 4;
-    static reg zero() { return _mm512_setzero_ps(); }
-    static reg load(const float* p) { return _mm512_loadu_ps(p); }
-    static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
-    static reg set1(float x) { return _mm512_set1_ps(x); }
-    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
-    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-    static reg load_f16(const uint8_t* p) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    }
-};
-
 // exp(x) for x <= 0: the AVX2 loops' polynomial (attention-avx2.cpp, exp_nonpositive) on 16 lanes, scaled by 2^n
 // with vscalefps; inputs below -87 (and -inf, the scores of padding keys) give 0.
 __m512 exp_nonpositive(__m512 x) {
@@ -67,6 +52,32 @@ __m512 sum_lanes16(const __m512 (&t)[16]) {
     const __m512 y = _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x88), _mm512_shuffle_ps(x0, x1, 0xdd));
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), y);
 }
+
+// Vector traits of simd/attention-loops.h: 16 floats, 4 query rows per call.
+struct v512 {
+    using reg = __m512;
+    static constexpr int lanes = 16, max_rows = 4;
+    static reg zero() { return _mm512_setzero_ps(); }
+    static reg load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
+    static reg set1(float x) { return _mm512_set1_ps(x); }
+    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+    static reg load_aligned(const float* p) { return _mm512_load_ps(p); }
+    static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
+    static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
+    static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+    static reg exp_nonpositive(reg x) { return detail::exp_nonpositive(x); }
+    static float reduce_max(reg x) { return _mm512_reduce_max_ps(x); }
+    static float reduce_add(reg x) { return _mm512_reduce_add_ps(x); }
+    static reg sum_lanes(const reg (&t)[16]) { return sum_lanes16(t); }
+    static reg keep_first(reg x, int n) {
+        return _mm512_mask_blend_ps(__mmask16((1u << n) - 1), _mm512_set1_ps(-INFINITY), x);
+    }
+    static reg load_f16(const uint8_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+};
 
 // The values pass for HG query heads of one KV head: acc[g][0..hd) (+)= sum_j p[g][j] v_j for j < n, hd = 16 NV,
 // p[g] at p + g * k_decode_chunk, value row j's slice at v + j * stride (f16 or f32). Each row is converted in
@@ -126,63 +137,15 @@ void weigh_any(const float* p, const uint8_t* v, size_t stride, bool f16, int n,
 
 void decode_avx512(const float* q, int n_kv, int group, const uint8_t* k, const uint8_t* v, size_t stride, bool f16,
                    int hd, int n, float* sc, float* m, float* l, float* acc) {
-    // A block's K slice of one KV head converted ([16][hd] f32, in L1) and scored for the heads of its group; the V
-    // rows are converted in registers by weigh_values. The slices' strided reads (128 bytes of every 1 KiB row at
-    // Llama-3.2-1B's shape) wait on memory unless prefetched (below); converting the block's whole rows instead
-    // kept it in L2 past 256 elements per row (Llama-3.1-8B shape, depth 4,096: 80 ms per token against 50).
-    const int nv = hd / 16, n_q = n_kv * group;
+    // The scores and softmax of simd/attention-loops.h; then the values, whose rows weigh_values converts in
+    // registers (no 64-byte scratch stores: 2 cycles each on Zen 4), the next block prefetched meanwhile.
+    const int n_q = n_kv * group;
     const size_t head_bytes = size_t(hd) * (f16 ? 2 : 4);
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(k_block_keys) * size_t(hd) + 16);
-    float* rows = buf.data() + (16 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 16) % 16;  // 64-byte aligned
-    // Scores, 16 keys at a time: each KV head's slice dotted with the q of every query head of its group.
-    // The rows of one layer are contiguous (stride = one row): the next block, K then the chunk's first V block,
-    // is prefetched while this one is scored, a few lines per head. Without it the block conversions waited on DRAM
-    // (Zen 4, Llama-3.2-1B shape: 40 cycles per key and head against 22 with the rows in cache); issued as one burst
-    // of a block's 256 lines it gained nothing (the burst waits for free miss buffers as the loads did).
+    float* rows = aligned_scratch<v512>(size_t(k_block_keys) * size_t(hd));
     row_prefetcher pf;
     const int per = int((size_t(k_block_keys) * stride / 64 + size_t(n_q) - 1) / size_t(n_q));
-    for (int j0 = 0; j0 < n; j0 += k_block_keys) {
-        const int nb = std::min(k_block_keys, n - j0);
-        if (j0 + k_block_keys < n)
-            pf.start(k + size_t(j0 + k_block_keys) * stride, size_t(std::min(k_block_keys, n - j0 - nb)) * stride);
-        else
-            pf.start(v, size_t(std::min(k_block_keys, n)) * stride);
-        for (int h = 0; h < n_q; h++) {
-            if (h % group == 0)
-                load_rows<v512, k_block_keys, true>(k + size_t(j0) * stride + size_t(h / group) * head_bytes, stride,
-                                                    f16, hd, nb, rows);
-            pf.step(per);
-            const float* qh = q + size_t(h) * size_t(hd);
-            __m512 t[16];
-            for (int j = 0; j < 16; j++) t[j] = _mm512_setzero_ps();
-            for (int c = 0; c < nv; c++) {
-                const __m512 qc = _mm512_loadu_ps(qh + 16 * c);
-                for (int j = 0; j < 16; j++)
-                    t[j] = _mm512_fmadd_ps(_mm512_load_ps(rows + size_t(j) * size_t(hd) + 16 * c), qc, t[j]);
-            }
-            const __m512 s = _mm512_mask_blend_ps(__mmask16((1u << nb) - 1), _mm512_set1_ps(-INFINITY), sum_lanes16(t));
-            _mm512_storeu_ps(sc + size_t(h) * k_decode_chunk + j0, s);
-        }
-    }
-    // Softmax within the chunk (padding scores are -inf, so they add nothing).
-    const int n_pad = (n + 15) & ~15;
-    for (int h = 0; h < n_q; h++) {
-        float* s = sc + size_t(h) * k_decode_chunk;
-        __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-        const float mh = _mm512_reduce_max_ps(mx);
-        const __m512 mv = _mm512_set1_ps(mh);
-        __m512 sum = _mm512_setzero_ps();
-        for (int j = 0; j < n_pad; j += 16) {
-            const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), mv));
-            _mm512_storeu_ps(s + j, e);
-            sum = _mm512_add_ps(sum, e);
-        }
-        m[h] = mh;
-        l[h] = _mm512_reduce_add_ps(sum);
-    }
-    // Values, 16 rows at a time, KV head after KV head.
+    decode_scores<v512>(q, n_kv, group, k, v, stride, f16, hd, n, sc, rows, pf, per);
+    chunk_softmax<v512>(sc, n_q, n, m, l);
     for (int j0 = 0; j0 < n; j0 += k_block_keys) {
         const int nb = std::min(k_block_keys, n - j0);
         // The next block of V, or after the last one the first K block of the next chunk (the thread's next job
