@@ -101,4 +101,13 @@ if [ -x "$dir/bench-pool-trace" ]; then
     ! grep -q "TOKENS DIFFER\|unexpected call count" "$tmp/trace.md" || fail "bench-pool-trace: $(cat "$tmp/trace.md")"
     check bench-pool-trace "$missing"
 fi
+# bench-attention: a small run prints its line; bad arguments are one error naming the option, exit status 1.
+if [ -x "$dir/bench-attention" ]; then
+    out=$("$dir/bench-attention" --depth 40 --layers 2 --heads 4 --kv-heads 2 --reps 2) || fail "bench-attention: $out"
+    grep -q "^attention: [0-9.]* ms per step" <<<"$out" || fail "bench-attention output: $out"
+    for args in "--depth x" "--depth 0" "--heads 6 --kv-heads 4" "--kv-type q8" "--depth"; do
+        rc=0; "$dir/bench-attention" $args > /dev/null 2> "$tmp/err" || rc=$?
+        [ "$rc" -eq 1 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "bench-attention $args: status $rc, $(cat "$tmp/err")"
+    done
+fi
 echo "bench tools: clear errors for a missing model; the phase-matched roofline table is complete"
