@@ -270,6 +270,28 @@ __device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned e
     return last;
 }
 
+// cp.async copies into shared memory: 16 bytes through L2 only (.cg), 4 bytes (.ca); commit closes a group of a
+// thread's copies, wait_all / wait_group<N> wait for all / all but the N most recent groups of that thread's copies (a
+// block barrier is still needed before other threads read them).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 constexpr int k_attn_warps = 4;
 
 // Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]); explicit FMAs, so that
