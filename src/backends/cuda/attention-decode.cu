@@ -663,7 +663,8 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
                                                const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs, int split,
                                                int n_split, float* partial) {
     constexpr int T = attn_tile_keys(ND), RS = 32 * ND;
-    __shared__ __align__(16) __half s_kt[2][T * RS], s_vt[2][T * RS];
+    __shared__ __align__(16) __half s_kt[2][T * RS];
+    __shared__ __align__(16) __half s_vt[2][T * RS];
     __shared__ float s_q[GB][RS];
     __shared__ __half s_k[RS], s_v[RS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
@@ -889,13 +890,14 @@ void set_attention_group(int g) {
     g_attn_group = std::max(0, g);
 }
 
-// G for these heads and caches: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces or
-// caches not aligned to 16 bytes.
-static int attn_group(const rope_params& p, const void* kc, const void* vc) {
+// G for these heads and caches: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces or above
+// 256 (the tiles' rows), and caches (or per-sequence slots slot_stride halves apart) not aligned to 16 bytes.
+static int attn_group(const rope_params& p, const void* kc, const void* vc, int64_t slot_stride = 0) {
     const int group = p.n_head / p.n_head_kv, set = attention_group_setting();
     const int nd = (p.head_dim + 31) / 32, ndr = nd <= 1 ? 1 : nd <= 2 ? 2 : nd <= 4 ? 4 : 8;
-    const bool aligned = (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0;
-    if (set == 1 || group < 2 || p.head_dim % 8 != 0 || !aligned) return 1;
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0 && slot_stride % 8 == 0;
+    if (set == 1 || group < 2 || p.head_dim % 8 != 0 || nd > 8 || !aligned) return 1;
     const int cap = set > 0 ? std::min(set, attn_group_max(ndr)) : attn_group_max(ndr);
     const int blocks = (group + cap - 1) / cap;
     return (group + blocks - 1) / blocks;
@@ -947,7 +949,7 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     const dim3 grid{unsigned(n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (head_dim + 31) / 32, G = attn_group(p, kc, vc);
+    const int nd = (head_dim + 31) / 32, G = attn_group(p, kc, vc, slot_stride);
     if (G > 1) {
         launch_attention_gqa(q, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, 0, nullptr,
                              nullptr, 0, nullptr, nullptr, nullptr, G, s);
@@ -986,7 +988,7 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (p.head_dim + 31) / 32, G = attn_group(p, kc, vc);
+    const int nd = (p.head_dim + 31) / 32, G = attn_group(p, kc, vc, slot_stride);
     if (G > 1) {
         launch_attention_gqa(qkv, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, hc, counters,
                              out, qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs, G, s);
