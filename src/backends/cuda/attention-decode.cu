@@ -137,6 +137,19 @@ __device__ __forceinline__ void attn_key_step(const float (&qr)[ND], const __hal
     for (int i = 0; i < ND; i++) acc[i] = __fmaf_rn(acc[i], corr, __fmul_rn(p, vv[i]));
     m = m_new;
 }
+// A warp's query (lane's dims lane + 32i of q, scaled by 1 / sqrt(hd); zeros past hd or for an idle warp) and zeroed
+// accumulator, for attn_key_step.
+template <int ND>
+__device__ __forceinline__ void attn_query_init(const float* q, bool active, int lane, int hd, float (&qr)[ND],
+                                                float (&acc)[ND]) {
+    const float scale = rsqrtf(float(hd));
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = active && d < hd ? __fmul_rn(q[d], scale) : 0.0f;
+        acc[i] = 0;
+    }
+}
 // The warps' online-softmax states (m, l, acc: lane holds dims lane + 32i) merged through shared memory into
 // out = (M, L, acc[hd]), one block's partial state.
 template <int ND>
@@ -181,14 +194,8 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
     const int chunk = (n_keys + n_split - 1) / n_split;
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
     const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
-    const float scale = rsqrtf(float(hd));
     float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? __fmul_rn(q[h * hd + d], scale) : 0.0f;
-        acc[i] = 0;
-    }
+    attn_query_init<ND>(q + h * hd, true, lane, hd, qr, acc);
     float m = -INFINITY, l = 0;
     for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
         __half kh[KU][ND], vh[KU][ND];
@@ -399,14 +406,8 @@ __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* b
         }
     }
     __syncthreads();
-    const float scale = rsqrtf(float(hd));
     float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? __fmul_rn(s_q[d], scale) : 0.0f;
-        acc[i] = 0;
-    }
+    attn_query_init<ND>(s_q, true, lane, hd, qr, acc);
     float m = -INFINITY, l = 0;
     for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
         if (!EARLY || jb != j0 + warp) load(jb);
@@ -723,14 +724,8 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
         for (int e = t; e < hs.n * hd; e += blockDim.x) s_q[e / hd][e % hd] = src[int64_t(hs.h0) * hd + e];
     }
     __syncthreads();
-    const float scale = rsqrtf(float(hd));
     float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = g < hs.n && d < hd ? __fmul_rn(s_q[g][d], scale) : 0.0f;
-        acc[i] = 0;
-    }
+    attn_query_init<ND>(s_q[g], g < hs.n, lane, hd, qr, acc);
     float m = -INFINITY, l = 0;
     const int n_tiles = (j1 - j0 + T - 1) / T;
     for (int n = 0; n < n_tiles; n++) {
