@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -233,42 +235,16 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 __device__ __forceinline__ void attn_merge_chunk(const float* partial, int chunk, int hc, int n_split, int hd,
                                                  float* out, int q_block, int8_t* xq, float* xd, float* xs, int64_t row,
                                                  int64_t n_rows) {
-    // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
-    // values attn_merge recomputes per element) and every element's loads in flight together. Partials come from
-    // other blocks: loads bypass L1.
-    __shared__ float sw[32 * 32], sl[32], sv[512];
+    // The weights once per head (attn_merge_weights), then each element's loads in flight together.
+    __shared__ float sw[32][32], sl[32], sv[512];
     __shared__ uint32_t valid[32];
     const int t = threadIdx.x;
     const int64_t h0 = int64_t(chunk) * hc;
-    for (int hl = t; hl < hc; hl += blockDim.x) {
-        const float* p = partial + (h0 + hl) * n_split * (hd + 2);
-        float M = -INFINITY;
-        uint32_t mask = 0;
-        for (int s = 0; s < n_split; s++)
-            if (__ldcg(p + s * (hd + 2) + 1) > 0) {
-                M = fmaxf(M, __ldcg(p + s * (hd + 2)));
-                mask |= 1u << s;
-            }
-        float L = 0;
-        for (int s = 0; s < n_split; s++)
-            if (mask >> s & 1) {
-                const float e = expf(__ldcg(p + s * (hd + 2)) - M);
-                L = __fmaf_rn(__ldcg(p + s * (hd + 2) + 1), e, L);
-                sw[hl * n_split + s] = e;
-            }
-        sl[hl] = L;
-        valid[hl] = mask;
-    }
+    attn_merge_weights(partial + h0 * n_split * (hd + 2), hc, n_split, hd, sw, sl, valid);
     __syncthreads();
     for (int el = t; el < hc * hd; el += blockDim.x) {
-        const int hl = el / hd, d = el % hd;
-        const float* p = partial + (h0 + hl) * n_split * (hd + 2) + 2 + d;
-        const uint32_t mask = valid[hl];
-        float a = 0;
-#pragma unroll 4
-        for (int s = 0; s < n_split; s++)
-            if (mask >> s & 1) a = __fmaf_rn(__ldcg(p + s * (hd + 2)), sw[hl * n_split + s], a);
-        sv[el] = a / sl[hl];
+        const int hl = el / hd;
+        sv[el] = attn_merge_elem(partial + (h0 + hl) * n_split * (hd + 2), hd, el % hd, sw[hl], valid[hl], sl[hl]);
     }
     __syncthreads();
     const int64_t e0 = h0 * hd;
@@ -551,21 +527,27 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
-// h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
-// blockIdx.y = row (partial and out one row each; xq, xd, xs group-major over the rows).
+// h (the weights of the block's heads first, one warp per head: at most 32 heads, so hd >= 8), and with xq quantizes
+// the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0). blockIdx.y = row (partial and out one row
+// each; xq, xd, xs group-major over the rows).
 __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial, int n_split, int n_head, int hd,
                                                            float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    __shared__ float sw[32][32], sl[32];
+    __shared__ uint32_t valid[32];
     griddep_wait();
     griddep_launch();
     const int n = n_head * hd;
     const int64_t row = blockIdx.y;
     partial += row * n_head * n_split * (hd + 2);
     out += row * n;
-    const int e = blockIdx.x * 256 + threadIdx.x;
+    const int e0 = int(blockIdx.x) * 256, h0 = e0 / hd, nh = (min(n, e0 + 256) - 1) / hd - h0 + 1;
+    attn_merge_weights(partial + int64_t(h0) * n_split * (hd + 2), nh, n_split, hd, sw, sl, valid);
+    __syncthreads();
+    const int e = e0 + int(threadIdx.x);
     float v = 0;
     if (e < n) {
-        const int h = e / hd, d = e % hd;
-        v = attn_merge(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
+        const int hl = e / hd - h0;
+        v = attn_merge_elem(partial + int64_t(h0 + hl) * n_split * (hd + 2), hd, e % hd, sw[hl], valid[hl], sl[hl]);
         out[e] = v;
     }
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
@@ -928,6 +910,9 @@ static void launch_attention_gqa(const float* q, int64_t q_stride, int n_rows, c
 // The separate merge of the partial states (attn_combine_kernel, + quantization as launch_quantize).
 static void launch_attention_merge(const float* partial, int n_rows, const rope_params& p, int n_split, float* out,
                                    int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    if (p.head_dim < 8 || n_split < 1 || n_split > 32)
+        throw std::invalid_argument("[cuda] attention merge: head_dim " + std::to_string(p.head_dim) + ", " +
+                                    std::to_string(n_split) + " splits (head_dim >= 8 and 1..32 splits)");
     const int n = p.n_head * p.head_dim;
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
     const bool fused = xq && q_block > 0 && n % 32 == 0;
