@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
+#include "models/presets.h"
 #include "support/cuda-checks.h"
 
 namespace memtile {
@@ -30,6 +31,21 @@ TEST(cuda_backend, require_device_names_the_reason) {
         FAIL() << "require_device() did not throw";
     } catch (const error& e) {
         EXPECT_NE(std::string(e.what()).find("[cuda]"), std::string::npos) << e.what();
+    }
+}
+
+// A head_dim the decode attention cannot take (8..256) is refused when the decoder is made, before any device work.
+TEST(cuda_backend, unsupported_head_dim_is_refused_at_load) {
+    if (!cuda::compiled()) GTEST_SKIP() << "CUDA backend not compiled in";
+    for (uint32_t hd : {4u, 320u}) {
+        model_config c = find_preset("llama3-8b").config;
+        c.head_dim = c.n_rot = hd;
+        try {
+            (void)cuda::decoder::random(c, file_type::f16, 64, 1);
+            FAIL() << "head_dim " << hd << " was accepted";
+        } catch (const error& e) {
+            EXPECT_NE(std::string(e.what()).find("head_dim " + std::to_string(hd)), std::string::npos) << e.what();
+        }
     }
 }
 
