@@ -143,8 +143,9 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
 
 // Q6_K A/B (session 5, branch gq6): the Q6_K and Q4_K matvecs alone on the Q4_K_M llama3-8b shapes, with sweep the
 // Q6_K and Q4_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only
-// public entry points, so the same driver builds against another tree for a same-run comparison.
-void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
+// public entry points, so the same driver builds against another tree for a same-run comparison. n_ctx: the decoder's
+// context (the batched step's slots stay 256 positions; the attention splits follow n_ctx).
+void bench_q6(const cuda::bandwidth_probe& bw, bool sweep, uint32_t n_ctx) {
     struct mat {
         int64_t n_in, n_out;
     };
@@ -173,7 +174,7 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     const auto& preset = find_preset("llama3-8b");
     for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
         try {
-            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            auto d = cuda::decoder::random(preset.config, ft, n_ctx, 11);
             const double s = d->bench_decode(128, 16, 1), tps = 128 / s;
             const double bytes = double(d->streamed_bytes_per_token());
             fmt::print("  q6 bench {:<7} tg128 {:7.1f} tok/s  {:5.2f} GB/token  ratio {:.3f}", file_type_name(ft), tps,

@@ -8,7 +8,8 @@
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 //                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
-//                               [--attention-check] (the decode attention checks alone)
+//                               [--attention-check] (the decode attention checks alone) [--q6-ctx N] (--q6-bench's
+//                               decoder context, 512; the attention splits follow it)
 //                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
 //                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
 //                               --attn-groups "0,1": heads-per-block settings alternated, default "0")
@@ -1011,6 +1012,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
+    uint32_t q6_ctx = 512;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
     std::string depth_list, attn_groups = "0";
@@ -1049,7 +1051,10 @@ int main(int argc, char** argv) {
             fusion_masks = argv[++i];
         } else if (a == "--q6-bench")
             q6_bench = true;
-        else if (a == "--early-bench" && i + 1 < argc)
+        else if (a == "--q6-ctx" && i + 1 < argc) {
+            q6_bench = true;
+            q6_ctx = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+        } else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
         else if (a == "--prefetch-bench" && i + 1 < argc)
             prefetch_list = argv[++i];
@@ -1198,7 +1203,7 @@ int main(int argc, char** argv) {
         } else if (!early_levels.empty()) {
             bench_early(bw, early_levels, only);
         } else if (q6_bench) {
-            bench_q6(bw, sweep);
+            bench_q6(bw, sweep, q6_ctx);
         } else if (fusion_bench) {
             bench_fusion(bw, only, fusion_masks);
         } else if (batch_bench) {

@@ -867,23 +867,33 @@ void set_attention_group(int g) {
     g_attn_group = std::max(0, g);
 }
 
-// Splits (attention_splits: contexts of n_split * 128 positions) below which the default takes one head per block: at
-// 4 splits (context 512) the batched step at B=8 was 1.8 % slower with GQA blocks on an H100, while from 32 splits up
-// the GQA blocks were level at depth 0 and 9-17 % faster at depths 4,096 and 16,384 (docs/cuda.md, "Session 25").
-constexpr int k_attn_group_min_splits = 8;
+// When the default takes GQA blocks (docs/cuda.md, "Session 25", H100, llama3-8b shapes: 8 KV heads of 4 query heads).
+// They hold 4 times the warps of a one-head block, so they need enough blocks to keep every SM busy: with 32 splits
+// (256 blocks) they were level at depth 0 and 9-17 % faster at depths 4,096 and 16,384, with 9 (72 blocks) 3-8 % slower
+// at depth 1,024. At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
+// was 1.8 % slower. So: at least 8 splits and 1.5 blocks per SM.
+static bool attn_group_pays(int n_blocks, int n_split) {
+    static const int sms = [] {
+        int n = 0;
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+        return std::max(n, 1);
+    }();
+    return n_split >= 8 && 2 * n_blocks >= 3 * sms;
+}
 
 // G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
 // or above 256 (the tiles' rows), caches (or per-sequence slots slot_stride halves apart) not aligned to 16 bytes, and
-// by default below k_attn_group_min_splits.
-static int attn_group(const rope_params& p, const void* kc, const void* vc, int n_split, int64_t slot_stride = 0) {
+// by default where attn_group_pays does not hold for n_rows rows.
+static int attn_group(const rope_params& p, const void* kc, const void* vc, int n_split, int n_rows,
+                      int64_t slot_stride = 0) {
     const int group = p.n_head / p.n_head_kv, set = attention_group_setting();
     const int nd = (p.head_dim + 31) / 32, ndr = nd <= 1 ? 1 : nd <= 2 ? 2 : nd <= 4 ? 4 : 8;
     const bool aligned =
         (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0 && slot_stride % 8 == 0;
     if (set == 1 || group < 2 || p.head_dim % 8 != 0 || nd > 8 || !aligned) return 1;
-    if (set == 0 && n_split < k_attn_group_min_splits) return 1;
     const int cap = set > 0 ? std::min(set, attn_group_max(ndr)) : attn_group_max(ndr);
     const int blocks = (group + cap - 1) / cap;
+    if (set == 0 && !attn_group_pays(p.n_head_kv * blocks * n_split * n_rows, n_split)) return 1;
     return (group + blocks - 1) / blocks;
 }
 
@@ -936,7 +946,7 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     const dim3 grid{unsigned(n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, slot_stride);
+    const int nd = (head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, n_rows, slot_stride);
     if (G > 1) {
         launch_attention_gqa(q, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, 0, nullptr,
                              nullptr, 0, nullptr, nullptr, nullptr, G, s);
@@ -975,7 +985,7 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (p.head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, slot_stride);
+    const int nd = (p.head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, n_rows, slot_stride);
     if (G > 1) {
         launch_attention_gqa(qkv, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, hc, counters,
                              out, qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs, G, s);
@@ -1038,7 +1048,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
     }
     const int hc = counters ? attn_chunk_heads(p, q_block, quantize) : 0;
     const bool fused = hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32;
-    if (const int G = attn_group(p, kc, vc, n_split); G > 1) {
+    if (const int G = attn_group(p, kc, vc, n_split, 1); G > 1) {
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
         const dim3 grid_g{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split)};
