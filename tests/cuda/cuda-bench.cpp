@@ -80,39 +80,62 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
 // Batch-1 decode at depth (--depth-bench "0,4096,..."): llama3-8b shapes, Q4_K_M, Q8_0 and F16 (or --only TYPE),
 // tg128 after the depth's context is prefilled; the bytes per token count the KV rows read (f16 K and V of every
 // layer up to the step's position), so the ratio is against the whole step's traffic.
-void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only) {
-    std::vector<int> depths;
+// Comma-separated integers ("0,4096").
+static std::vector<int> int_list(const std::string& list) {
+    std::vector<int> v;
     for (size_t p = 0; p <= list.size();) {
         const size_t e = std::min(list.find(',', p), list.size());
-        depths.push_back(std::stoi(list.substr(p, e - p)));
+        v.push_back(std::stoi(list.substr(p, e - p)));
         p = e + 1;
     }
+    return v;
+}
+
+void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
+                 const std::string& groups) {
+    const std::vector<int> depths = int_list(list), settings = int_list(groups);
     const int max_depth = *std::max_element(depths.begin(), depths.end());
     const auto& preset = find_preset("llama3-8b");
     const double kv_per_pos = 2.0 * preset.config.n_layer * preset.config.kv_dim() * 2.0;
-    fmt::print("\ndecode at depth, llama3-8b shapes (probe {:.0f} GB/s):\n", bw.hbm_read_gbs);
+    fmt::print("\ndecode at depth, llama3-8b shapes (probe {:.0f} GB/s), attention heads per block setting(s) {}:\n",
+               bw.hbm_read_gbs, groups);
     for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
         if (!only.empty() && only != file_type_name(ft)) continue;
         try {
-            auto d = cuda::decoder::random(preset.config, ft, uint32_t(max_depth + 160), 11);
+            // One decoder per setting (each captures its decode graph at load with that setting); with more than one,
+            // the settings alternate twice at every depth over the same filled cache.
+            std::vector<std::unique_ptr<cuda::decoder>> ds;
+            for (int g : settings) {
+                cuda::set_attention_group(g);
+                ds.push_back(cuda::decoder::random(preset.config, ft, uint32_t(max_depth + 160), 11));
+            }
+            cuda::set_attention_group(0);
             for (int depth : depths) {
-                d->reset();
                 std::vector<int32_t> ctx(static_cast<size_t>(depth));
                 for (int i = 0; i < depth; i++) ctx[size_t(i)] = int32_t((1 + uint64_t(i) * 7919) % 1000);
-                for (size_t s0 = 0; s0 < ctx.size(); s0 += 512)
-                    (void)d->forward_prefill(std::span(ctx).subspan(s0, std::min<size_t>(512, ctx.size() - s0)));
-                const int n = 128, warm = 16;
-                const double tps = n / d->bench_decode(n, warm, 1, uint32_t(depth));
-                const double weights = double(d->streamed_bytes_per_token());
-                const double kv = kv_per_pos * (double(depth) + warm + double(n + 1) / 2.0);
-                const double limit = bw.hbm_read_gbs * 1e9 / (weights + kv);
-                fmt::print(
-                    "  {:<7} tg{} @ d{:<6} {:7.1f} tok/s  weights {:5.2f} GB + KV {:5.2f} GB per token  limit "
-                    "{:6.1f} tok/s  ratio {:.3f}\n",
-                    file_type_name(ft), n, depth, tps, weights / 1e9, kv / 1e9, limit, tps / limit);
-                std::fflush(stdout);
+                for (auto& d : ds) {
+                    d->reset();
+                    for (size_t s0 = 0; s0 < ctx.size(); s0 += 512)
+                        (void)d->forward_prefill(std::span(ctx).subspan(s0, std::min<size_t>(512, ctx.size() - s0)));
+                }
+                const int rounds = ds.size() > 1 ? 2 : 1;
+                for (int r = 0; r < rounds; r++)
+                    for (size_t k = 0; k < ds.size(); k++) {
+                        const int n = 128, warm = 16;
+                        const double tps = n / ds[k]->bench_decode(n, warm, 1, uint32_t(depth));
+                        const double weights = double(ds[k]->streamed_bytes_per_token());
+                        const double kv = kv_per_pos * (double(depth) + warm + double(n + 1) / 2.0);
+                        const double limit = bw.hbm_read_gbs * 1e9 / (weights + kv);
+                        fmt::print(
+                            "  {:<7} heads/block {} tg{} @ d{:<6} {:7.1f} tok/s  weights {:5.2f} GB + KV {:5.2f} "
+                            "GB per token  limit {:6.1f} tok/s  ratio {:.3f}\n",
+                            file_type_name(ft), settings[k] == 0 ? "auto" : std::to_string(settings[k]), n, depth, tps,
+                            weights / 1e9, kv / 1e9, limit, tps / limit);
+                        std::fflush(stdout);
+                    }
             }
         } catch (const std::exception& e) {
+            cuda::set_attention_group(0);
             report(false, fmt::format("depth bench {}: {}", file_type_name(ft), e.what()));
         }
     }
@@ -120,8 +143,9 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
 
 // Q6_K A/B (session 5, branch gq6): the Q6_K and Q4_K matvecs alone on the Q4_K_M llama3-8b shapes, with sweep the
 // Q6_K and Q4_K block shapes, then tg128 of Q4_K_M (Q8_0 and F16 as controls) and Q4_K_M's batched step at B=8. Only
-// public entry points, so the same driver builds against another tree for a same-run comparison.
-void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
+// public entry points, so the same driver builds against another tree for a same-run comparison. n_ctx: the decoder's
+// context (the batched step's slots stay 256 positions; the attention splits follow n_ctx).
+void bench_q6(const cuda::bandwidth_probe& bw, bool sweep, uint32_t n_ctx) {
     struct mat {
         int64_t n_in, n_out;
     };
@@ -150,7 +174,7 @@ void bench_q6(const cuda::bandwidth_probe& bw, bool sweep) {
     const auto& preset = find_preset("llama3-8b");
     for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
         try {
-            auto d = cuda::decoder::random(preset.config, ft, 512, 11);
+            auto d = cuda::decoder::random(preset.config, ft, n_ctx, 11);
             const double s = d->bench_decode(128, 16, 1), tps = 128 / s;
             const double bytes = double(d->streamed_bytes_per_token());
             fmt::print("  q6 bench {:<7} tg128 {:7.1f} tok/s  {:5.2f} GB/token  ratio {:.3f}", file_type_name(ft), tps,

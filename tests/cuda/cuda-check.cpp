@@ -8,8 +8,11 @@
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 //                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
+//                               [--attention-check] (the decode attention checks alone) [--q6-ctx N] (--q6-bench's
+//                               decoder context, 512; the attention splits follow it)
 //                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
-//                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE)
+//                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
+//                               --attn-groups "0,1": heads-per-block settings alternated, default "0")
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -737,22 +740,29 @@ void check_attention() {
         bool neox;
         int n_split;
     };
-    const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1}, {2, 6, 2, 64, 4, false, 1},
-                          {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},  {40, 32, 8, 128, 2, false, 4},
-                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2}, {70, 8, 2, 256, 2, true, 4}};
+    const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1},  {2, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},   {40, 32, 8, 128, 2, false, 4},
+                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2},  {70, 8, 2, 256, 2, true, 4},
+                          {37, 28, 4, 128, 4, false, 3},  {21, 14, 2, 64, 2, true, 2}, {600, 32, 8, 128, 2, false, 32}};
     for (const auto& it : items) {
         try {
             const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
                                                             it.neox, it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
             // The merge in a thread-block cluster (variants 4, 5) against the separate kernels, also quantizing the
             // output as for a Wo reading groups of 32 / units of 256 (the last-block merge, variant 3, as well).
-            int differ_q = 0;
+            int differ_q = 0, differ_g = r.differ_grouped;
             for (int qb : {32, 256}) {
                 const auto rq =
                     test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
                                                      it.n_split, uint64_t(it.n_pos * 7 + it.n_head), qb);
                 differ_q += rq.differ_from_0;
+                differ_g += rq.differ_grouped;
             }
+            report(differ_g == 0,
+                   fmt::format("attention GQA blocks {} positions, {}/{} heads of {}, {} splits: {} of 24 "
+                               "(variant, heads per block, q_block) differ from one head per block "
+                               "(bit-equal expected)",
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, differ_g));
             report(r.differ_from_0 == 0 && differ_q == 0 && std::max(r.nmse[4], r.nmse[5]) <= 1e-10,
                    fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {} splits: {} of 5 folded "
                                "variants differ unquantized, {} quantized (32 / 256; bit-equal expected), NMSE {:.1e}",
@@ -1002,9 +1012,10 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false;
+    uint32_t q6_ctx = 512;
+    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
-    std::string depth_list;
+    std::string depth_list, attn_groups = "0";
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -1040,7 +1051,10 @@ int main(int argc, char** argv) {
             fusion_masks = argv[++i];
         } else if (a == "--q6-bench")
             q6_bench = true;
-        else if (a == "--early-bench" && i + 1 < argc)
+        else if (a == "--q6-ctx" && i + 1 < argc) {
+            q6_bench = true;
+            q6_ctx = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+        } else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
         else if (a == "--prefetch-bench" && i + 1 < argc)
             prefetch_list = argv[++i];
@@ -1052,10 +1066,14 @@ int main(int argc, char** argv) {
             q6k_list = argv[++i];
         else if (a == "--q6k-check")
             q6k_check = true;
+        else if (a == "--attention-check")
+            attn_check = true;
         else if (a == "--q4k-modes" && i + 1 < argc)
             q4k_modes = argv[++i];
         else if (a == "--depth-bench" && i + 1 < argc)
             depth_list = argv[++i];
+        else if (a == "--attn-groups" && i + 1 < argc)
+            attn_groups = argv[++i];
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -1108,7 +1126,9 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(tmp);
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
-        if (q6k_check) {
+        if (attn_check) {
+            check_attention();
+        } else if (q6k_check) {
             check_q6k_variants();
         } else if (do_checks) {
             check_batch_products();
@@ -1168,7 +1188,7 @@ int main(int argc, char** argv) {
             }
         }
         if (!depth_list.empty()) {
-            bench_depth(bw, depth_list, only);
+            bench_depth(bw, depth_list, only, attn_groups);
         } else if (!q4k_modes.empty()) {
             if (!do_checks) check_q4k_modes();
             bench_q4k(bw, q4k_modes);
@@ -1183,7 +1203,7 @@ int main(int argc, char** argv) {
         } else if (!early_levels.empty()) {
             bench_early(bw, early_levels, only);
         } else if (q6_bench) {
-            bench_q6(bw, sweep);
+            bench_q6(bw, sweep, q6_ctx);
         } else if (fusion_bench) {
             bench_fusion(bw, only, fusion_masks);
         } else if (batch_bench) {

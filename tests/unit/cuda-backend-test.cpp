@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda-backend.h"
 #include "core/error.h"
+#include "models/presets.h"
 #include "support/cuda-checks.h"
 
 namespace memtile {
@@ -30,6 +31,21 @@ TEST(cuda_backend, require_device_names_the_reason) {
         FAIL() << "require_device() did not throw";
     } catch (const error& e) {
         EXPECT_NE(std::string(e.what()).find("[cuda]"), std::string::npos) << e.what();
+    }
+}
+
+// A head_dim the decode attention cannot take (8..256) is refused when the decoder is made, before any device work.
+TEST(cuda_backend, unsupported_head_dim_is_refused_at_load) {
+    if (!cuda::compiled()) GTEST_SKIP() << "CUDA backend not compiled in";
+    for (uint32_t hd : {4u, 320u}) {
+        model_config c = find_preset("llama3-8b").config;
+        c.head_dim = c.n_rot = hd;
+        try {
+            (void)cuda::decoder::random(c, file_type::f16, 64, 1);
+            FAIL() << "head_dim " << hd << " was accepted";
+        } catch (const error& e) {
+            EXPECT_NE(std::string(e.what()).find("head_dim " + std::to_string(hd)), std::string::npos) << e.what();
+        }
     }
 }
 
@@ -142,16 +158,21 @@ TEST(cuda_backend, attention_matches_the_cpu_ops) {
 }
 
 // RoPE and the KV write folded into the attention kernel (launch_attention_rope: separate merge, early K/V loads,
-// merge in the kernel): the same bits as the separate RoPE kernel + attention, and the CPU ops' result.
+// merge in the kernel): the same bits as the separate RoPE kernel + attention, and the CPU ops' result. Blocks of
+// several query heads of one KV head (GQA groups of 2-8, cut evenly or not, over tiles of keys) give the bits of one
+// head per block.
 TEST(cuda_backend, attention_with_folded_rope_equals_the_separate_kernels) {
     MEMTILE_SKIP_WITHOUT_CUDA();
     for (const auto& [n_pos, n_head, n_kv, hd, neox, n_split] : {std::tuple{2, 4, 2, 64, false, 1},
                                                                  {9, 6, 2, 64, true, 3},
                                                                  {40, 32, 8, 128, false, 4},
                                                                  {130, 8, 1, 256, true, 4},
-                                                                 {33, 4, 4, 32, false, 2}}) {
+                                                                 {33, 4, 4, 32, false, 2},
+                                                                 {37, 28, 4, 128, false, 3},
+                                                                 {600, 32, 8, 128, false, 32}}) {
         const auto r = test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos));
         EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd;
+        EXPECT_EQ(r.differ_grouped, 0) << n_pos << " positions, head_dim " << hd;
         for (double e : r.nmse) EXPECT_LE(e, 1e-10) << n_pos << " positions, head_dim " << hd;
     }
 }
@@ -169,6 +190,7 @@ TEST(cuda_backend, attention_cluster_merge_equals_the_separate_kernels) {
             const auto r =
                 test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos), qb);
             EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd << ", q_block " << qb;
+            EXPECT_EQ(r.differ_grouped, 0) << n_pos << " positions, head_dim " << hd << ", q_block " << qb;
             EXPECT_LE(r.nmse[4], 1e-10) << n_pos << " positions, head_dim " << hd;
             EXPECT_LE(r.nmse[5], 1e-10) << n_pos << " positions, head_dim " << hd;
         }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -137,6 +139,19 @@ __device__ __forceinline__ void attn_key_step(const float (&qr)[ND], const __hal
     for (int i = 0; i < ND; i++) acc[i] = __fmaf_rn(acc[i], corr, __fmul_rn(p, vv[i]));
     m = m_new;
 }
+// A warp's query (lane's dims lane + 32i of q, scaled by 1 / sqrt(hd); zeros past hd or for an idle warp) and zeroed
+// accumulator, for attn_key_step.
+template <int ND>
+__device__ __forceinline__ void attn_query_init(const float* q, bool active, int lane, int hd, float (&qr)[ND],
+                                                float (&acc)[ND]) {
+    const float scale = rsqrtf(float(hd));
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = active && d < hd ? __fmul_rn(q[d], scale) : 0.0f;
+        acc[i] = 0;
+    }
+}
 // The warps' online-softmax states (m, l, acc: lane holds dims lane + 32i) merged through shared memory into
 // out = (M, L, acc[hd]), one block's partial state.
 template <int ND>
@@ -181,14 +196,8 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
     const int chunk = (n_keys + n_split - 1) / n_split;
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
     const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
-    const float scale = rsqrtf(float(hd));
     float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? __fmul_rn(q[h * hd + d], scale) : 0.0f;
-        acc[i] = 0;
-    }
+    attn_query_init<ND>(q + h * hd, true, lane, hd, qr, acc);
     float m = -INFINITY, l = 0;
     for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
         __half kh[KU][ND], vh[KU][ND];
@@ -226,61 +235,36 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 __device__ __forceinline__ void attn_merge_chunk(const float* partial, int chunk, int hc, int n_split, int hd,
                                                  float* out, int q_block, int8_t* xq, float* xd, float* xs, int64_t row,
                                                  int64_t n_rows) {
-    // attn_merge's arithmetic, with each head's maximum, sum and split weights expf(m_s - M) computed once (the same
-    // values attn_merge recomputes per element) and every element's loads in flight together. Partials come from
-    // other blocks: loads bypass L1.
-    __shared__ float sw[32 * 32], sl[32], sv[256];
+    // The weights once per head (attn_merge_weights), then each element's loads in flight together.
+    __shared__ float sw[32][32], sl[32], sv[512];
     __shared__ uint32_t valid[32];
     const int t = threadIdx.x;
     const int64_t h0 = int64_t(chunk) * hc;
-    for (int hl = t; hl < hc; hl += blockDim.x) {
-        const float* p = partial + (h0 + hl) * n_split * (hd + 2);
-        float M = -INFINITY;
-        uint32_t mask = 0;
-        for (int s = 0; s < n_split; s++)
-            if (__ldcg(p + s * (hd + 2) + 1) > 0) {
-                M = fmaxf(M, __ldcg(p + s * (hd + 2)));
-                mask |= 1u << s;
-            }
-        float L = 0;
-        for (int s = 0; s < n_split; s++)
-            if (mask >> s & 1) {
-                const float e = expf(__ldcg(p + s * (hd + 2)) - M);
-                L = __fmaf_rn(__ldcg(p + s * (hd + 2) + 1), e, L);
-                sw[hl * n_split + s] = e;
-            }
-        sl[hl] = L;
-        valid[hl] = mask;
-    }
+    attn_merge_weights(partial + h0 * n_split * (hd + 2), hc, n_split, hd, sw, sl, valid);
     __syncthreads();
     for (int el = t; el < hc * hd; el += blockDim.x) {
-        const int hl = el / hd, d = el % hd;
-        const float* p = partial + (h0 + hl) * n_split * (hd + 2) + 2 + d;
-        const uint32_t mask = valid[hl];
-        float a = 0;
-#pragma unroll 4
-        for (int s = 0; s < n_split; s++)
-            if (mask >> s & 1) a = __fmaf_rn(__ldcg(p + s * (hd + 2)), sw[hl * n_split + s], a);
-        sv[el] = a / sl[hl];
+        const int hl = el / hd;
+        sv[el] = attn_merge_elem(partial + (h0 + hl) * n_split * (hd + 2), hd, el % hd, sw[hl], valid[hl], sl[hl]);
     }
     __syncthreads();
     const int64_t e0 = h0 * hd;
     if (xq && q_block == 256) {
         // One unit of 256 (two heads of 128) would be one warp's serial work in finish_elems: all warps take its groups
-        // of 32 (warp w: groups w, w + 4, ...), the unit's maximum through shared memory (max: any order, same bits).
-        __shared__ float umax[k_attn_warps];
-        const int lane = t & 31, warp = t >> 5;
+        // of 32 (warp w: groups w, w + n_warps, ...), the unit's maximum through shared memory (max: any order, same
+        // bits).
+        __shared__ float umax[32];
+        const int lane = t & 31, warp = t >> 5, n_warps = int(blockDim.x >> 5);
 #pragma unroll 1
         for (int u = 0; u < hc * hd / 256; u++) {
             float amax = 0;
-            for (int g = warp; g < 8; g += k_attn_warps) amax = fmaxf(amax, fabsf(sv[u * 256 + 32 * g + lane]));
+            for (int g = warp; g < 8; g += n_warps) amax = fmaxf(amax, fabsf(sv[u * 256 + 32 * g + lane]));
             amax = warp_max(amax);
             if (lane == 0) umax[warp] = amax;
             __syncthreads();
             amax = umax[0];
-            for (int w = 1; w < k_attn_warps; w++) amax = fmaxf(amax, umax[w]);
+            for (int w = 1; w < n_warps; w++) amax = fmaxf(amax, umax[w]);
             const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-            for (int g = warp; g < 8; g += k_attn_warps) {
+            for (int g = warp; g < 8; g += n_warps) {
                 const int64_t e = e0 + u * 256 + 32 * g + lane;
                 const float v = sv[u * 256 + 32 * g + lane];
                 out[e] = v;
@@ -398,14 +382,8 @@ __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* b
         }
     }
     __syncthreads();
-    const float scale = rsqrtf(float(hd));
     float qr[ND], acc[ND];
-#pragma unroll
-    for (int i = 0; i < ND; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < hd ? __fmul_rn(s_q[d], scale) : 0.0f;
-        acc[i] = 0;
-    }
+    attn_query_init<ND>(s_q, true, lane, hd, qr, acc);
     float m = -INFINITY, l = 0;
     for (int jb = j0 + warp; jb < j1; jb += KU * k_attn_warps) {
         if (!EARLY || jb != j0 + warp) load(jb);
@@ -549,24 +527,277 @@ __global__ void __launch_bounds__(32 * k_attn_warps)
 }
 
 // Blocks of 256 threads, one output element e = h * hd + d each: merges the n_split partial states of head
-// h, and with xq quantizes the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0).
-// blockIdx.y = row (partial and out one row each; xq, xd, xs group-major over the rows).
+// h (the weights of the block's heads first, one warp per head: at most 32 heads, so hd >= 8), and with xq quantizes
+// the block's 256 outputs (the Wo matvec's input; n_head * hd % 256 == 0). blockIdx.y = row (partial and out one row
+// each; xq, xd, xs group-major over the rows).
 __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial, int n_split, int n_head, int hd,
                                                            float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+    __shared__ float sw[32][32], sl[32];
+    __shared__ uint32_t valid[32];
     griddep_wait();
     griddep_launch();
     const int n = n_head * hd;
     const int64_t row = blockIdx.y;
     partial += row * n_head * n_split * (hd + 2);
     out += row * n;
-    const int e = blockIdx.x * 256 + threadIdx.x;
+    const int e0 = int(blockIdx.x) * 256, h0 = e0 / hd, nh = (min(n, e0 + 256) - 1) / hd - h0 + 1;
+    attn_merge_weights(partial + int64_t(h0) * n_split * (hd + 2), nh, n_split, hd, sw, sl, valid);
+    __syncthreads();
+    const int e = e0 + int(threadIdx.x);
     float v = 0;
     if (e < n) {
-        const int h = e / hd, d = e % hd;
-        v = attn_merge(partial + int64_t(h) * n_split * (hd + 2), n_split, hd, d);
+        const int hl = e / hd - h0;
+        v = attn_merge_elem(partial + int64_t(h0 + hl) * n_split * (hd + 2), hd, e % hd, sw[hl], valid[hl], sl[hl]);
         out[e] = v;
     }
     if (xq) quantize_block256(v, int64_t(blockIdx.x) * 256, n, q_block, xq, xd, xs, row, gridDim.y);
+}
+
+// GQA blocks (session 24): one block per (KV head, split) and up to G query heads of that KV head, 4 warps per head
+// (blockDim 128 G), so each K/V row crosses from L2 once for all G heads: ncu of one Llama-3-8B layer at depth 16,384
+// read 284 MB through L2 for its 67 MB of K and V with one head per block (docs/cuda.md, "Session 23"). The block
+// copies tiles of T keys of its KV head into shared memory (16-byte cp.async, two tiles in flight); warp (stream w =
+// warp % 4, head slot g = warp / 4) takes keys j0 + w + 4m of its split in key order, as the one-head kernels' warp w
+// does, with the same attn_key_step and block-state arithmetic: the same bits as one head per block (checked for every
+// variant). GB: the kernels' bound on G (attn_group_max); head_dim % 8 == 0 (16-byte rows).
+__host__ __device__ constexpr int attn_group_max(int nd) {
+    return nd >= 8 ? 2 : 4;
+}
+__host__ __device__ constexpr int attn_tile_keys(int nd) {
+    return nd >= 8 ? 16 : 32;
+}
+
+struct attn_heads {
+    int h0, n;  // query heads h0 .. h0 + n - 1, all of KV head h0 / group
+};
+// A KV head's `group` query heads are cut into ceil(group / G) blocks of at most G heads: the heads of block column bx
+// (grid.x = n_head_kv * ceil(group / G)).
+__device__ __forceinline__ attn_heads attn_block_heads(int bx, int group, int G) {
+    const int per_kv = (group + G - 1) / G, b = bx % per_kv;
+    return {bx / per_kv * group + b * G, min(G, group - b * G)};
+}
+// The block column holding head h.
+__device__ __forceinline__ int attn_head_block(int h, int group, int G) {
+    return h / group * ((group + G - 1) / G) + h % group / G;
+}
+
+// Keys [t0, min(t0 + T, jc)) of one KV head (head_off into cache rows of kv_dim) into tile buffers sk, sv ([T][32 ND]
+// f16, row r = key t0 + r), 16-byte cp.async copies spread over the block's threads; one commit group.
+template <int ND, int T>
+__device__ __forceinline__ void attn_tile_load(const __half* kc, const __half* vc, int t0, int jc, int kv_dim,
+                                               int head_off, int hd, __half* sk, __half* sv) {
+    const int pieces = hd / 8, n = max(0, min(T, jc - t0)) * pieces;
+    for (int c = threadIdx.x; c < 2 * n; c += blockDim.x) {
+        const bool is_v = c >= n;
+        const int cc = is_v ? c - n : c, r = cc / pieces, q = cc % pieces;
+        cp_async16((is_v ? sv : sk) + r * 32 * ND + q * 8,
+                   (is_v ? vc : kc) + int64_t(t0 + r) * kv_dim + head_off + q * 8);
+    }
+    cp_async_commit();
+}
+
+// attn_block_state of every head slot of a GQA block at once: the 4 stream warps of slot g (g < nh) merge their states
+// into out + g * stride, with attn_block_state's arithmetic and order (the same bits). scratch: shared memory of
+// GB * 4 * (2 + 32 ND) floats that no thread reads or writes any more (the key tiles after their last barrier).
+template <int ND, int GB>
+__device__ __forceinline__ void attn_group_state(float m, float l, const float (&acc)[ND], int g, int nh, float* out,
+                                                 int64_t stride, int hd, float* scratch) {
+    constexpr int W = k_attn_warps;
+    const int w = (threadIdx.x >> 5) & (W - 1), lane = threadIdx.x & 31, tl = threadIdx.x & (32 * W - 1);
+    float* sm = scratch;                          // [GB][W]
+    float* sl = sm + GB * W;                      // [GB][W]
+    float* sacc = sl + GB * W + g * W * 32 * ND;  // this slot's [W][32 ND]
+    if (lane == 0) {
+        sm[g * W + w] = m;
+        sl[g * W + w] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ND; i++) sacc[w * 32 * ND + lane + 32 * i] = acc[i];
+    __syncthreads();
+    if (g >= nh) return;
+    out += g * stride;
+    sm += g * W;
+    sl += g * W;
+    float M = -INFINITY;
+    for (int k = 0; k < W; k++) M = fmaxf(M, sm[k]);
+    for (int d = tl; d < hd; d += 32 * W) {
+        float a = 0;
+        for (int k = 0; k < W; k++)
+            if (sl[k] > 0) a = __fmaf_rn(sacc[k * 32 * ND + d], expf(sm[k] - M), a);
+        out[2 + d] = a;
+    }
+    if (tl == 0) {
+        float L = 0;
+        for (int k = 0; k < W; k++)
+            if (sl[k] > 0) L = __fmaf_rn(sl[k], expf(sm[k] - M), L);
+        out[0] = M;
+        out[1] = L;
+    }
+}
+
+// One GQA block: heads hs, split `split` of n_split. ROPE (the single step with RoPE and the KV write folded in, as
+// attn_rope_block): src is the row's qkv before bias and RoPE, the block rotates its q heads, and the block whose split
+// holds the new position pos = *pos_p rotates k and v (the first block of the KV head writes them to cache row pos) and
+// takes them from shared memory; with EARLY the first tile's copies are issued before the PDL wait. Else src is the
+// rotated q of the row, the caches hold every key, and the caller has passed the PDL wait. Partial states as
+// attn_partial_block's: partial[(h * n_split + split)] = (m, l, acc[hd]).
+template <int ND, int GB, bool ROPE, bool EARLY>
+__device__ __forceinline__ void attn_gqa_block(const float* src, const float* bias, const rope_params& p,
+                                               const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs, int split,
+                                               int n_split, float* partial) {
+    constexpr int T = attn_tile_keys(ND), RS = 32 * ND;
+    __shared__ __align__(16) __half s_kt[2][T * RS];
+    __shared__ __align__(16) __half s_vt[2][T * RS];
+    __shared__ float s_q[GB][RS];
+    __shared__ __half s_k[RS], s_v[RS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    const int w = warp & (k_attn_warps - 1), g = warp / k_attn_warps;
+    const int hd = p.head_dim, hd2 = hd / 2, half = p.n_rot / 2;
+    const int group = p.n_head / p.n_head_kv, kvh = hs.h0 / group, kv_dim = p.n_head_kv * hd;
+    if (ROPE && !EARLY) {
+        griddep_wait();
+        griddep_launch();
+    }
+    const int pos = *pos_p, n_keys = pos + 1;
+    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = ROPE ? min(j1, pos) : j1;  // cache rows [j0, jc)
+    const bool has_new = ROPE && j0 <= pos && pos < j1;
+    attn_tile_load<ND, T>(kc, vc, j0, jc, kv_dim, kvh * hd, hd, s_kt[0], s_vt[0]);
+    if (ROPE && EARLY) {
+        griddep_wait();
+        griddep_launch();
+    }
+    if (ROPE) {
+        const bool writer = has_new && hs.h0 % group == 0;
+        const int n_jobs = (hs.n + (has_new ? 2 : 0)) * hd2;  // pairs of the q heads, then of k, then of v
+        for (int job = t; job < n_jobs; job += blockDim.x) {
+            const int which = job / hd2, i = job % hd2;  // which < n: q head h0 + which; n: k; n + 1: v
+            const bool is_q = which < hs.n, is_v = which == hs.n + 1;
+            const int head = is_q ? hs.h0 + which : p.n_head + (is_v ? p.n_head_kv : 0) + kvh;
+            int a, b;
+            rope_pair(p, i, is_v, a, b);
+            const float* v = src + int64_t(head) * hd;
+            float x0 = v[a], x1 = v[b];
+            if (bias) {
+                x0 = __fadd_rn(x0, bias[head * hd + a]);
+                x1 = __fadd_rn(x1, bias[head * hd + b]);
+            }
+            if (!is_v && i < half) {
+                float sn, cs;
+                rope_sincos(p, pos, i, sn, cs);
+                rope_rotate(x0, x1, sn, cs);
+            }
+            if (is_q) {
+                s_q[which][a] = x0;
+                s_q[which][b] = x1;
+            } else {
+                const __half y0 = __float2half_rn(x0), y1 = __float2half_rn(x1);
+                __half* sd = is_v ? s_v : s_k;
+                sd[a] = y0;
+                sd[b] = y1;
+                if (writer) {
+                    __half* c = (is_v ? vc : kc) + int64_t(pos) * kv_dim + kvh * hd;
+                    c[a] = y0;
+                    c[b] = y1;
+                }
+            }
+        }
+    } else {
+        for (int e = t; e < hs.n * hd; e += blockDim.x) s_q[e / hd][e % hd] = src[int64_t(hs.h0) * hd + e];
+    }
+    __syncthreads();
+    float qr[ND], acc[ND];
+    attn_query_init<ND>(s_q[g], g < hs.n, lane, hd, qr, acc);
+    float m = -INFINITY, l = 0;
+    const int n_tiles = (j1 - j0 + T - 1) / T;
+    for (int n = 0; n < n_tiles; n++) {
+        const int t0 = j0 + n * T;
+        if (n + 1 < n_tiles) {
+            attn_tile_load<ND, T>(kc, vc, t0 + T, jc, kv_dim, kvh * hd, hd, s_kt[(n + 1) & 1], s_vt[(n + 1) & 1]);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (g < hs.n) {
+            const __half* sk = s_kt[n & 1];
+            const __half* sv = s_vt[n & 1];
+#pragma unroll 2
+            for (int u = 0; u < T / k_attn_warps; u++) {
+                const int j = t0 + w + k_attn_warps * u;
+                if (j >= j1) break;  // uniform in the warp
+                const bool nw = has_new && j == pos;
+                const __half* kr = nw ? s_k : sk + (j - t0) * RS;
+                const __half* vr = nw ? s_v : sv + (j - t0) * RS;
+                __half kh[ND], vh[ND];
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    const int d = lane + 32 * i;
+                    kh[i] = d < hd ? kr[d] : __float2half(0.0f);
+                    vh[i] = d < hd ? vr[d] : __float2half(0.0f);
+                }
+                attn_key_step<ND>(qr, kh, vh, lane, hd, m, l, acc);
+            }
+        }
+        __syncthreads();  // the next iteration's copies overwrite this tile's buffer
+    }
+    static_assert(sizeof(s_kt) >= sizeof(float) * GB * k_attn_warps * (2 + RS), "attn_group_state's scratch");
+    attn_group_state<ND, GB>(m, l, acc, g, hs.n, partial + (int64_t(hs.h0) * n_split + split) * (hd + 2),
+                             int64_t(n_split) * (hd + 2), hd, reinterpret_cast<float*>(&s_kt[0][0]));
+}
+
+// The merges of the chunks of hc heads that the heads hs touch, each by the last block of the chunk's attention blocks
+// to arrive (n_split per block column holding one of its heads; counters: this row's). Where hs is a whole number of
+// chunks in a KV head cut evenly, its blocks are the same for all of them: one counter, one merge of all hs.n heads.
+__device__ __forceinline__ void attn_merge_chunks(const attn_heads& hs, int group, int G, int hc, int n_split, int hd,
+                                                  const float* partial, unsigned* counters, float* out, int q_block,
+                                                  int8_t* xq, float* xd, float* xs, int64_t row, int64_t n_rows) {
+    if (group % G == 0 && G % hc == 0 && G * hd <= 512 && G * n_split <= 1024) {
+        if (last_block_arrived(counters + hs.h0 / hc, unsigned(n_split)))
+            attn_merge_chunk(partial, hs.h0 / G, G, n_split, hd, out, q_block, xq, xd, xs, row, n_rows);
+        return;
+    }
+    for (int c = hs.h0 / hc; c <= (hs.h0 + hs.n - 1) / hc; c++) {
+        const int blocks = attn_head_block(c * hc + hc - 1, group, G) - attn_head_block(c * hc, group, G) + 1;
+        if (last_block_arrived(counters + c, unsigned(blocks * n_split)))
+            attn_merge_chunk(partial, c, hc, n_split, hd, out, q_block, xq, xd, xs, row, n_rows);
+    }
+}
+
+// Grid (n_head_kv * ceil(group / G), n_split), 128 G threads: attn_gqa_block with RoPE folded in (one sequence);
+// FUSED: with the merges of attn_rope_fused_kernel (attn_merge_chunks).
+template <int ND, int GB, bool EARLY, bool FUSED>
+__global__ void __launch_bounds__(32 * k_attn_warps * GB)
+    attn_rope_gqa_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
+                         __half* vc, float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq,
+                         float* xd, float* xs, int G) {
+    const int group = p.n_head / p.n_head_kv;
+    const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
+    attn_gqa_block<ND, GB, true, EARLY>(qkv, bias, p, pos_p, kc, vc, hs, blockIdx.y, gridDim.y, partial);
+    if (FUSED)
+        attn_merge_chunks(hs, group, G, hc, gridDim.y, p.head_dim, partial, counters, out, q_block, xq, xd, xs, 0, 1);
+}
+
+// Grid (n_head_kv * ceil(group / G), n_split, rows), 128 G threads: attn_gqa_block over caches that hold every key (the
+// batched step, or the single step after rope_kv_kernel); rows, slots and partials as attn_partial_kernel; FUSED: the
+// merges of attn_fused_kernel.
+template <int ND, int GB, bool FUSED>
+__global__ void __launch_bounds__(32 * k_attn_warps * GB)
+    attn_gqa_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
+                    int64_t slot_stride, rope_params p, const int32_t* pos_p, float* partial, int hc,
+                    unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs, int G) {
+    griddep_wait();
+    griddep_launch();
+    const int row = blockIdx.z, n_split = gridDim.y, group = p.n_head / p.n_head_kv, hd = p.head_dim;
+    const int slot = slots ? slots[row] : 0;
+    partial += int64_t(row) * p.n_head * n_split * (hd + 2);
+    const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
+    attn_gqa_block<ND, GB, false, false>(
+        q + row * q_stride, nullptr, p, pos_p + slot, const_cast<__half*>(kc) + slot * slot_stride,
+        const_cast<__half*>(vc) + slot * slot_stride, hs, blockIdx.y, n_split, partial);
+    if (FUSED)
+        attn_merge_chunks(hs, group, G, hc, n_split, hd, partial, counters + int64_t(row) * (p.n_head / hc),
+                          out + int64_t(row) * p.n_head * hd, q_block, xq, xd, xs, row, gridDim.z);
 }
 
 }  // namespace
@@ -619,9 +850,86 @@ auto attn_kernel_for(int nd, bool batched) {
                      : pick(std::integral_constant<int, 8>{});
 }
 
+// Query heads per attention block (attn_block_heads' G): set_attention_group, else MEMTILE_CUDA_ATTN_GROUP, else 0.
+// 0: as many of a KV head's query heads as the GQA kernels allow (attn_group_max), cut evenly over the KV head's
+// blocks; 1: one head per block (the kernels before session 24); n: at most n. Read at launch (graph capture).
+static int g_attn_group = -1;
+static int attention_group_setting() {
+    if (g_attn_group < 0) {
+        const char* env = std::getenv("MEMTILE_CUDA_ATTN_GROUP");
+        g_attn_group = env ? std::max(0, int(std::strtol(env, nullptr, 10))) : 0;
+    }
+    return g_attn_group;
+}
+
+void set_attention_group(int g);  // cuda-backend.h
+void set_attention_group(int g) {
+    g_attn_group = std::max(0, g);
+}
+
+// When the default takes GQA blocks (docs/cuda.md, "Session 25", H100, llama3-8b shapes: 8 KV heads of 4 query heads).
+// They hold 4 times the warps of a one-head block, so they need enough blocks to keep every SM busy: with 32 splits
+// (256 blocks) they were level at depth 0 and 9-17 % faster at depths 4,096 and 16,384, with 9 (72 blocks) 3-8 % slower
+// at depth 1,024. At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
+// was 1.8 % slower. So: at least 8 splits and 1.5 blocks per SM.
+static bool attn_group_pays(int n_blocks, int n_split) {
+    static const int sms = [] {
+        int n = 0;
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+        return std::max(n, 1);
+    }();
+    return n_split >= 8 && 2 * n_blocks >= 3 * sms;
+}
+
+// G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
+// or above 256 (the tiles' rows), caches (or per-sequence slots slot_stride halves apart) not aligned to 16 bytes, and
+// by default where attn_group_pays does not hold for n_rows rows.
+static int attn_group(const rope_params& p, const void* kc, const void* vc, int n_split, int n_rows,
+                      int64_t slot_stride = 0) {
+    const int group = p.n_head / p.n_head_kv, set = attention_group_setting();
+    const int nd = (p.head_dim + 31) / 32, ndr = nd <= 1 ? 1 : nd <= 2 ? 2 : nd <= 4 ? 4 : 8;
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0 && slot_stride % 8 == 0;
+    if (set == 1 || group < 2 || p.head_dim % 8 != 0 || nd > 8 || !aligned) return 1;
+    const int cap = set > 0 ? std::min(set, attn_group_max(ndr)) : attn_group_max(ndr);
+    const int blocks = (group + cap - 1) / cap;
+    if (set == 0 && !attn_group_pays(p.n_head_kv * blocks * n_split * n_rows, n_split)) return 1;
+    return (group + blocks - 1) / blocks;
+}
+
+// Calls f(std::integral_constant<int, ND>) for ND = nd rounded up to 1, 2, 4 or 8.
+template <typename F>
+void with_nd(int nd, F f) {
+    if (nd <= 1)
+        f(std::integral_constant<int, 1>{});
+    else if (nd <= 2)
+        f(std::integral_constant<int, 2>{});
+    else if (nd <= 4)
+        f(std::integral_constant<int, 4>{});
+    else
+        f(std::integral_constant<int, 8>{});
+}
+
+// attn_gqa_kernel (fused: hc > 0, with its merges) for G > 1 heads per block.
+static void launch_attention_gqa(const float* q, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
+                                 const int32_t* slots, int64_t slot_stride, const __half* kc, const __half* vc,
+                                 int n_split, float* partial, int hc, unsigned* counters, float* out, int qb,
+                                 int8_t* xq, float* xd, float* xs, int G, cudaStream_t s) {
+    const dim3 grid{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split),
+                    unsigned(n_rows)};
+    with_nd((p.head_dim + 31) / 32, [&](auto nd_c) {
+        constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
+        launch(hc > 0 ? attn_gqa_kernel<N, GB, true> : attn_gqa_kernel<N, GB, false>, grid, 32 * k_attn_warps * G, s, q,
+               q_stride, kc, vc, slots, slot_stride, p, pos, partial, hc, counters, out, qb, xq, xd, xs, G);
+    });
+}
+
 // The separate merge of the partial states (attn_combine_kernel, + quantization as launch_quantize).
 static void launch_attention_merge(const float* partial, int n_rows, const rope_params& p, int n_split, float* out,
                                    int q_block, int8_t* xq, float* xd, float* xs, cudaStream_t s) {
+    if (p.head_dim < 8 || n_split < 1 || n_split > 32)
+        throw std::invalid_argument("[cuda] attention merge: head_dim " + std::to_string(p.head_dim) + ", " +
+                                    std::to_string(n_split) + " splits (head_dim >= 8 and 1..32 splits)");
     const int n = p.n_head * p.head_dim;
     const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
     const bool fused = xq && q_block > 0 && n % 32 == 0;
@@ -638,10 +946,15 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     const dim3 grid{unsigned(n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (head_dim + 31) / 32;
-    auto* kernel = attn_kernel_for<attn_partial_kernel_of>(nd, slots != nullptr);
-    launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
-           pos, partial);
+    const int nd = (head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, n_rows, slot_stride);
+    if (G > 1) {
+        launch_attention_gqa(q, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, 0, nullptr,
+                             nullptr, 0, nullptr, nullptr, nullptr, G, s);
+    } else {
+        auto* kernel = attn_kernel_for<attn_partial_kernel_of>(nd, slots != nullptr);
+        launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
+               pos, partial);
+    }
     launch_attention_merge(partial, n_rows, p, n_split, out, q_block, xq, xd, xs, s);
 }
 
@@ -672,7 +985,12 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     const dim3 grid{unsigned(p.n_head), unsigned(n_split), unsigned(n_rows)};
     const auto* kc = reinterpret_cast<const __half*>(k_cache);
     const auto* vc = reinterpret_cast<const __half*>(v_cache);
-    const int nd = (p.head_dim + 31) / 32;
+    const int nd = (p.head_dim + 31) / 32, G = attn_group(p, kc, vc, n_split, n_rows, slot_stride);
+    if (G > 1) {
+        launch_attention_gqa(qkv, q_stride, n_rows, p, pos, slots, slot_stride, kc, vc, n_split, partial, hc, counters,
+                             out, qb, quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs, G, s);
+        return true;
+    }
     auto* kernel = attn_kernel_for<attn_fused_kernel_of>(nd, slots != nullptr);
     launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
            p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
@@ -729,7 +1047,23 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
         }
     }
     const int hc = counters ? attn_chunk_heads(p, q_block, quantize) : 0;
-    if (hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32) {
+    const bool fused = hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32;
+    if (const int G = attn_group(p, kc, vc, n_split, 1); G > 1) {
+        const int n = p.n_head * p.head_dim;
+        const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
+        const dim3 grid_g{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split)};
+        with_nd(nd, [&](auto nd_c) {
+            constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
+            auto* k =
+                fused ? (early ? attn_rope_gqa_kernel<N, GB, true, true> : attn_rope_gqa_kernel<N, GB, false, true>)
+                      : (early ? attn_rope_gqa_kernel<N, GB, true, false> : attn_rope_gqa_kernel<N, GB, false, false>);
+            launch(k, grid_g, 32 * k_attn_warps * G, s, qkv, bias, p, pos, kc, vc, partial, fused ? hc : 0, counters,
+                   out, qb, quantize && fused ? xq : static_cast<int8_t*>(nullptr), xd, xs, G);
+        });
+        if (!fused) launch_attention_merge(partial, 1, p, n_split, out, q_block, xq, xd, xs, s);
+        return true;
+    }
+    if (fused) {
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
         auto go = [&](auto k) {

@@ -84,6 +84,11 @@ std::vector<int32_t> argmax_rows_check(const std::vector<float>& logits, int n_r
 // Programmatic dependent launch of the decode step's kernels (launch.cuh): on unless set off here or by
 // MEMTILE_CUDA_PDL=0. Read when a graph is captured; for A/B benchmarks.
 void set_pdl(bool on);
+// Query heads per decode attention block (GQA; attention-decode.cu): 0 as many of a KV head's query heads as the
+// kernels allow where the grid then still fills the GPU and the context is 1,024 positions or more, else one (default;
+// MEMTILE_CUDA_ATTN_GROUP otherwise), 1 one head per block (the kernels before session 24), n at most n everywhere.
+// Every setting gives the same bits. Read when a graph is captured or a kernel launched; for checks and A/B benchmarks.
+void set_attention_group(int g);
 // Kernel fusions of the decode step (decoder.cpp record(), docs/cuda.md), bits: 2 attention merge in the attention
 // kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the
 // epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16 SwiGLU and the

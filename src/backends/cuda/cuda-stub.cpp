@@ -59,6 +59,9 @@ std::vector<int32_t> cuda::argmax_rows_check(const std::vector<float>&, int, int
 void cuda::set_pdl(bool) {
     not_compiled();
 }
+void cuda::set_attention_group(int) {
+    not_compiled();
+}
 void cuda::set_norm_fusion(int) {
     not_compiled();
 }

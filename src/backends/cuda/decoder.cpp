@@ -102,6 +102,9 @@ public:
         if (first_layer >= c.n_layer)
             fail("cuda", "the GPU part starts at layer {} but the model has {} layers (--gpu-layers must be >= 1)",
                  first_layer, c.n_layer);
+        // The decode attention holds up to 8 dims per lane (256) and merges at most 32 heads per block of 256 outputs.
+        if (c.head_dim < 8 || c.head_dim > 256)
+            fail("cuda", "head_dim {} is outside the 8..256 that the CUDA decode attention supports", c.head_dim);
         require_device();
         check(cudaSetDevice(0), "cudaSetDevice");
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -270,20 +270,81 @@ __device__ __forceinline__ bool last_block_arrived(unsigned* counter, unsigned e
     return last;
 }
 
+// cp.async copies into shared memory: 16 bytes through L2 only (.cg), 4 bytes (.ca); commit closes a group of a
+// thread's copies, wait_all / wait_group<N> wait for all / all but the N most recent groups of that thread's copies (a
+// block barrier is still needed before other threads read them).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 constexpr int k_attn_warps = 4;
 
-// Output dim d of one head from its n_split partial states p[(s) * (hd + 2)] = (m, l, acc[hd]); explicit FMAs, so that
-// the fused merge of ops.cu (attn_merge_chunk) has the same bits in any kernel.
-__device__ __forceinline__ float attn_merge(const float* p, int n_split, int hd, int d) {
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) L = __fmaf_rn(p[s * (hd + 2) + 1], expf(p[s * (hd + 2)] - M), L);
+// The merge of split-K attention states, per head: partial states p[s * (hd + 2)] = (m, l, acc[hd]) of n_split <= 32
+// splits; a split counts where l > 0. Output d = sum_s acc_s[d] w_s / L with w_s = expf(m_s - M), M the largest m_s,
+// L = sum_s l_s w_s, the sums as explicit FMAs in split order, so that every merge (the separate kernel, the last
+// block of the attention kernels, the cluster merge) has the same bits. Partials come from other blocks: loads bypass
+// L1.
+
+// Weights of heads hl < nh (head hl's states at p + hl * n_split * (hd + 2)), one warp per head, lane s loading split
+// s: valid[hl] (bit s: split s counts), sw[hl][s] = w_s (0 where it does not count), sl[hl] = L. nh <= 32. The block
+// synchronizes before reading them.
+__device__ __forceinline__ void attn_merge_weights(const float* p, int nh, int n_split, int hd, float (*sw)[32],
+                                                   float* sl, uint32_t* valid) {
+    const int lane = threadIdx.x & 31, n_warps = int(blockDim.x >> 5);
+    for (int hl = int(threadIdx.x >> 5); hl < nh; hl += n_warps) {
+        const float* ps = p + (int64_t(hl) * n_split + lane) * (hd + 2);
+        float m = 0, l = 0;
+        if (lane < n_split) {
+            m = __ldcg(ps);
+            l = __ldcg(ps + 1);
+        }
+        const bool ok = lane < n_split && l > 0;
+        const uint32_t mask = __ballot_sync(0xffffffffu, ok);
+        const float M = warp_max(ok ? m : -INFINITY);  // a maximum: the same in any order
+        const float w = ok ? expf(m - M) : 0.0f;
+        float L = 0;
+#pragma unroll
+        for (int s = 0; s < 32; s++) {
+            const float ls = __shfl_sync(0xffffffffu, l, s), ws = __shfl_sync(0xffffffffu, w, s);
+            if (mask >> s & 1) L = __fmaf_rn(ls, ws, L);
+        }
+        sw[hl][lane] = w;
+        if (lane == 0) {
+            sl[hl] = L;
+            valid[hl] = mask;
+        }
+    }
+}
+
+// Output d of the head whose states start at p, from its weights (attn_merge_weights): the acc loads of 16 splits in
+// flight at a time rather than one dependent L2 round trip per split.
+__device__ __forceinline__ float attn_merge_elem(const float* p, int hd, int d, const float* w, uint32_t valid,
+                                                 float L) {
     float a = 0;
-    for (int s = 0; s < n_split; s++)
-        if (p[s * (hd + 2) + 1] > 0) a = __fmaf_rn(p[s * (hd + 2) + 2 + d], expf(p[s * (hd + 2)] - M), a);
+#pragma unroll 1
+    for (int s0 = 0; s0 < 32 && (valid >> s0) != 0; s0 += 16) {
+        float x[16];
+#pragma unroll
+        for (int s = 0; s < 16; s++) x[s] = valid >> (s0 + s) & 1 ? __ldcg(p + (s0 + s) * (hd + 2) + 2 + d) : 0.0f;
+#pragma unroll
+        for (int s = 0; s < 16; s++)
+            if (valid >> (s0 + s) & 1) a = __fmaf_rn(x[s], w[s0 + s], a);
+    }
     return a / L;
 }
 

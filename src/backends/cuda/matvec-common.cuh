@@ -319,20 +319,7 @@ __device__ __forceinline__ void run_tasks(int tid, int n, Load load, Dot dot, Af
 // aligned word that holds each f16 scale, into the thread's own slots of the block's dynamic shared memory (so no block
 // barrier: cp.async.wait_all makes a thread's own copies visible to it). Shared memory holds no register across the
 // wait.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
+// (cp_async16, cp_async4, cp_async_commit, cp_async_wait_all: device-common.cuh.)
 
 // Dynamic shared memory of a block staging TS tasks of R rows per thread (NT threads): TS * R * NT 16-byte pieces,
 // then as many scale words. Slot (k, r) of thread i: piece (k R + r) NT + i (a warp's 32 pieces contiguous).

@@ -159,6 +159,11 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
             fail("cuda", "attention check: no folded-RoPE kernel (MEMTILE_CUDA_ATTN_KEYS forces another count)");
     }
     check(cudaGetLastError(), "attention launch");
+    // The last-block merges must leave their counters at zero for the next launch.
+    std::vector<unsigned> left(static_cast<size_t>(attention_merge_counters(n_head)));
+    check(cudaMemcpy(left.data(), counters, left.size() * sizeof(unsigned), cudaMemcpyDeviceToHost), "attention");
+    for (size_t i = 0; i < left.size(); i++)
+        if (left[i] != 0) fail("cuda", "attention check: merge counter {} left at {}", i, left[i]);
     std::vector<float> r(static_cast<size_t>(q_dim));
     check(cudaMemcpy(r.data(), out, r.size() * 4, cudaMemcpyDeviceToHost), "attention");
     if (quantize) {

@@ -119,23 +119,13 @@ __device__ __forceinline__ void store_warp_tiles(const float (&acc)[NT][4], int 
     }
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
-                 : "memory");
-}
 template <int N>  // 4, 8 or 16 bytes, cached in L1 (.ca)
 __device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src),
                  "n"(N)
                  : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+// (cp_async16, cp_async_commit, cp_async_wait<N>: device-common.cuh.)
 
 // The NT column tiles (8 sequences each) of a lane with group g = lane / 4 and t = lane % 4: seq[nt], the sequence
 // of its B column g (clamped; results of columns >= nb are not stored); cs[nt], the sequences of its two C columns
