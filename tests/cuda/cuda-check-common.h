@@ -1,5 +1,5 @@
-// Shared by the two translation units of memtile-cuda-check: cuda-check.cpp (the checks and main) and
-// cuda-bench.cpp (the benchmarks).
+// Shared by the translation units of memtile-cuda-check: cuda-check.cpp (the checks and main), cuda-bench.cpp (the
+// benchmarks) and cuda-diagnose.cpp (the --diag diagnostics).
 #pragma once
 
 #include <fmt/format.h>
@@ -74,5 +74,11 @@ void bench_batch_step(const std::string& only, const std::string& masks);
 void bench_prefill_batch(const std::string& only);
 void bench_sampling();
 void bench_batch_sampling();
+
+// The diagnostics (cuda-diagnose.cpp): dir a scratch folder for synthetic models, path a GGUF model.
+void diagnose_q8_0(const std::string& dir);
+void diagnose_determinism(const std::string& dir);
+void diagnose_model(const std::string& path);
+void diagnose_greedy(const std::string& path, int n);
 
 }  // namespace memtile::cuda_check
