@@ -982,18 +982,19 @@ void with_pipe(F f) {
     return f(std::integral_constant<int, 0>{});
 }
 
-// When the default takes GQA blocks (docs/cuda.md, "Session 25", H100, llama3-8b shapes: 8 KV heads of 4 query heads).
-// They hold 4 times the warps of a one-head block, so they need enough blocks to keep every SM busy: with 32 splits
-// (256 blocks) they were level at depth 0 and 9-17 % faster at depths 4,096 and 16,384, with 9 (72 blocks) 3-8 % slower
-// at depth 1,024. At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
-// was 1.8 % slower. So: at least 8 splits and 1.5 blocks per SM.
+// When the default takes GQA blocks (docs/cuda.md, "Session 25" and "Session 26", H100, llama3-8b shapes: 8 KV heads
+// of 4 query heads, tg128 at the depth that fills the context). They hold 4 times the warps of a one-head block, so a
+// grid of few of them leaves SMs idle: at 9, 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and
+// 1.1 % slower than one head per block; from 17 splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in
+// one wave there). At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
+// was 1.8 % slower. So: at least 8 splits and a block per SM.
 static bool attn_group_pays(int n_blocks, int n_split) {
     static const int sms = [] {
         int n = 0;
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
         return std::max(n, 1);
     }();
-    return n_split >= 8 && 2 * n_blocks >= 3 * sms;
+    return n_split >= 8 && n_blocks >= sms;
 }
 
 // G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
