@@ -755,7 +755,8 @@ void check_attention() {
                           {128, 32, 8, 128, 2, false, 4},
                           {200, 16, 4, 64, 2, true, 2},
                           {96, 8, 2, 32, 4, false, 1},
-                          {1100, 32, 8, 128, 2, false, 8}};
+                          {1100, 32, 8, 128, 2, false, 8},
+                          {150, 8, 2, 96, 2, true, 2}};
     for (const auto& it : items) {
         try {
             const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
