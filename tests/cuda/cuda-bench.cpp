@@ -93,7 +93,25 @@ static std::vector<int> int_list(const std::string& list) {
 
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
                  const std::string& groups) {
-    const std::vector<int> depths = int_list(list), settings = int_list(groups);
+    // A setting "G" or "G/P": heads per block G (cuda::set_attention_group), GQA tile loop P
+    // (cuda::set_attention_pipe).
+    struct setting {
+        int group, pipe;
+        std::string name;
+    };
+    std::vector<setting> settings;
+    for (size_t p = 0; p <= groups.size();) {
+        const size_t e = std::min(groups.find(',', p), groups.size());
+        const std::string tok = groups.substr(p, e - p);
+        const size_t slash = tok.find('/');
+        const int g = std::stoi(tok.substr(0, slash));
+        const int pipe = slash == std::string::npos ? -1 : std::stoi(tok.substr(slash + 1));
+        settings.push_back({g, pipe,
+                            (g == 0 ? std::string("auto") : std::to_string(g)) +
+                                (pipe < 0 ? std::string() : "/" + std::to_string(pipe))});
+        p = e + 1;
+    }
+    const std::vector<int> depths = int_list(list);
     const int max_depth = *std::max_element(depths.begin(), depths.end());
     const auto& preset = find_preset("llama3-8b");
     const double kv_per_pos = 2.0 * preset.config.n_layer * preset.config.kv_dim() * 2.0;
@@ -105,11 +123,13 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
             // One decoder per setting (each captures its decode graph at load with that setting); with more than one,
             // the settings alternate twice at every depth over the same filled cache.
             std::vector<std::unique_ptr<cuda::decoder>> ds;
-            for (int g : settings) {
-                cuda::set_attention_group(g);
+            for (const auto& st : settings) {
+                cuda::set_attention_group(st.group);
+                cuda::set_attention_pipe(st.pipe);
                 ds.push_back(cuda::decoder::random(preset.config, ft, uint32_t(max_depth + 160), 11));
             }
             cuda::set_attention_group(0);
+            cuda::set_attention_pipe(-1);
             for (int depth : depths) {
                 std::vector<int32_t> ctx(static_cast<size_t>(depth));
                 for (int i = 0; i < depth; i++) ctx[size_t(i)] = int32_t((1 + uint64_t(i) * 7919) % 1000);
@@ -129,13 +149,14 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
                         fmt::print(
                             "  {:<7} heads/block {} tg{} @ d{:<6} {:7.1f} tok/s  weights {:5.2f} GB + KV {:5.2f} "
                             "GB per token  limit {:6.1f} tok/s  ratio {:.3f}\n",
-                            file_type_name(ft), settings[k] == 0 ? "auto" : std::to_string(settings[k]), n, depth, tps,
-                            weights / 1e9, kv / 1e9, limit, tps / limit);
+                            file_type_name(ft), settings[k].name, n, depth, tps, weights / 1e9, kv / 1e9, limit,
+                            tps / limit);
                         std::fflush(stdout);
                     }
             }
         } catch (const std::exception& e) {
             cuda::set_attention_group(0);
+            cuda::set_attention_pipe(-1);
             report(false, fmt::format("depth bench {}: {}", file_type_name(ft), e.what()));
         }
     }

@@ -12,7 +12,8 @@
 //                               decoder context, 512; the attention splits follow it)
 //                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
 //                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
-//                               --attn-groups "0,1": heads-per-block settings alternated, default "0")
+//                               --attn-groups "0,1,0/0": heads-per-block settings alternated, default "0";
+//                               "G/P": also the GQA key steps P, cuda::set_attention_pipe)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -738,29 +739,44 @@ void check_attention() {
         bool neox;
         int n_split;
     };
-    const item items[] = {{2, 4, 2, 64, 1, false, 1},     {2, 4, 2, 64, 4, false, 1},  {2, 6, 2, 64, 4, false, 1},
-                          {9, 6, 2, 64, 4, false, 1},     {9, 6, 2, 64, 4, true, 3},   {40, 32, 8, 128, 2, false, 4},
-                          {130, 32, 8, 128, 4, false, 4}, {3, 4, 1, 64, 8, false, 2},  {70, 8, 2, 256, 2, true, 4},
-                          {37, 28, 4, 128, 4, false, 3},  {21, 14, 2, 64, 2, true, 2}, {600, 32, 8, 128, 2, false, 32}};
+    const item items[] = {{2, 4, 2, 64, 1, false, 1},
+                          {2, 4, 2, 64, 4, false, 1},
+                          {2, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, false, 1},
+                          {9, 6, 2, 64, 4, true, 3},
+                          {40, 32, 8, 128, 2, false, 4},
+                          {130, 32, 8, 128, 4, false, 4},
+                          {3, 4, 1, 64, 8, false, 2},
+                          {70, 8, 2, 256, 2, true, 4},
+                          {37, 28, 4, 128, 4, false, 3},
+                          {21, 14, 2, 64, 2, true, 2},
+                          {600, 32, 8, 128, 2, false, 32},
+                          // whole tiles of keys (the GQA blocks' batched key steps), the new key in one or not
+                          {128, 32, 8, 128, 2, false, 4},
+                          {200, 16, 4, 64, 2, true, 2},
+                          {96, 8, 2, 32, 4, false, 1},
+                          {1100, 32, 8, 128, 2, false, 8},
+                          {150, 8, 2, 96, 2, true, 2}};
     for (const auto& it : items) {
         try {
             const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
                                                             it.neox, it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
             // The merge in a thread-block cluster (variants 4, 5) against the separate kernels, also quantizing the
             // output as for a Wo reading groups of 32 / units of 256 (the last-block merge, variant 3, as well).
-            int differ_q = 0, differ_g = r.differ_grouped;
+            int differ_q = 0, differ_g = r.differ_grouped, grouped = r.grouped;
             for (int qb : {32, 256}) {
                 const auto rq =
                     test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
                                                      it.n_split, uint64_t(it.n_pos * 7 + it.n_head), qb);
                 differ_q += rq.differ_from_0;
                 differ_g += rq.differ_grouped;
+                grouped += rq.grouped;
             }
             report(differ_g == 0,
-                   fmt::format("attention GQA blocks {} positions, {}/{} heads of {}, {} splits: {} of 24 "
-                               "(variant, heads per block, q_block) differ from one head per block "
+                   fmt::format("attention GQA blocks {} positions, {}/{} heads of {}, {} splits: {} of {} "
+                               "(variant, heads per block, key steps, q_block) differ from one head per block "
                                "(bit-equal expected)",
-                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, differ_g));
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, differ_g, grouped));
             report(r.differ_from_0 == 0 && differ_q == 0 && std::max(r.nmse[4], r.nmse[5]) <= 1e-10,
                    fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {} splits: {} of 5 folded "
                                "variants differ unquantized, {} quantized (32 / 256; bit-equal expected), NMSE {:.1e}",

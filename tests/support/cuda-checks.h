@@ -224,8 +224,9 @@ inline int argmax_mismatches(uint64_t seed) {
 struct attention_comparison {
     double nmse[6] = {};    // per cuda::attention_check variant, against the CPU engine
     int differ_from_0 = 0;  // variants 1..5 whose output is not bit-equal to variant 0's
-    int differ_grouped =
-        0;  // (variant 0..3, query heads per block auto / at most 2) not bit-equal to one head per block
+    // (variant 0..3, heads per block auto / at most 2 / as many as the kernels take, key steps) runs not bit-equal to
+    // one head per block, of `grouped` runs
+    int differ_grouped = 0, grouped = 0;
 };
 
 // RoPE, f16 KV cache and attention of the last of n_pos positions, on the GPU (every cuda::attention_check variant:
@@ -251,13 +252,25 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
         return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
     };
-    int differ_grouped = 0;
+    // Each with both key-step forms of the GQA blocks (cuda::set_attention_pipe), and as many heads per block as the
+    // kernels take.
+    int differ_grouped = 0, grouped = 0;
     for (int v = 0; v < 4; v++) {
         cuda::set_attention_group(1);
         const auto one = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
-        cuda::set_attention_group(2);
-        const auto two = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
-        differ_grouped += !same_bits(one, gpu[v]) + !same_bits(two, gpu[v]);
+        differ_grouped += !same_bits(one, gpu[v]);
+        grouped++;
+        for (int pipe = 0; pipe < cuda::k_attention_pipes; pipe++) {
+            cuda::set_attention_pipe(pipe);
+            for (int g : {2, 8}) {
+                cuda::set_attention_group(g);
+                const auto out =
+                    cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+                differ_grouped += !same_bits(one, out);
+                grouped++;
+            }
+        }
+        cuda::set_attention_pipe(-1);
     }
     cuda::set_attention_group(0);
     kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);
@@ -275,6 +288,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     cpu::attention(q.data(), cpu_out.data(), 1, n_pos - 1, kv, 0, n_head, n_head_kv, head_dim, pool);
     attention_comparison r;
     r.differ_grouped = differ_grouped;
+    r.grouped = grouped;
     for (int v = 0; v < 6; v++) {
         r.nmse[v] = nmse(std::vector<float>(gpu[v].begin(), gpu[v].begin() + q_dim), cpu_out);
         if (v > 0 && std::memcmp(gpu[v].data(), gpu[0].data(), gpu[0].size() * sizeof(float)) != 0) r.differ_from_0++;

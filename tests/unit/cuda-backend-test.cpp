@@ -169,7 +169,10 @@ TEST(cuda_backend, attention_with_folded_rope_equals_the_separate_kernels) {
                                                                  {130, 8, 1, 256, true, 4},
                                                                  {33, 4, 4, 32, false, 2},
                                                                  {37, 28, 4, 128, false, 3},
-                                                                 {600, 32, 8, 128, false, 32}}) {
+                                                                 {600, 32, 8, 128, false, 32},
+                                                                 {128, 32, 8, 128, false, 4},
+                                                                 {200, 16, 4, 64, true, 2},
+                                                                 {96, 8, 2, 32, false, 1}}) {
         const auto r = test::compare_attention_variants(n_pos, n_head, n_kv, hd, 4, neox, n_split, uint64_t(n_pos));
         EXPECT_EQ(r.differ_from_0, 0) << n_pos << " positions, head_dim " << hd;
         EXPECT_EQ(r.differ_grouped, 0) << n_pos << " positions, head_dim " << hd;

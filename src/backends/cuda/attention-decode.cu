@@ -558,8 +558,9 @@ __global__ void __launch_bounds__(256) attn_combine_kernel(const float* partial,
 // read 284 MB through L2 for its 67 MB of K and V with one head per block (docs/cuda.md, "Session 23"). The block
 // copies tiles of T keys of its KV head into shared memory (16-byte cp.async, two tiles in flight); warp (stream w =
 // warp % 4, head slot g = warp / 4) takes keys j0 + w + 4m of its split in key order, as the one-head kernels' warp w
-// does, with the same attn_key_step and block-state arithmetic: the same bits as one head per block (checked for every
-// variant). GB: the kernels' bound on G (attn_group_max); head_dim % 8 == 0 (16-byte rows).
+// does, with attn_key_step's values (a tile's keys batched by attn_gqa_keys) and the same block-state arithmetic: the
+// same bits as one head per block (checked for every variant). GB: the kernels' bound on G (attn_group_max); head_dim %
+// 8 == 0 (16-byte rows).
 __host__ __device__ constexpr int attn_group_max(int nd) {
     return nd >= 8 ? 2 : 4;
 }
@@ -635,13 +636,95 @@ __device__ __forceinline__ void attn_group_state(float m, float l, const float (
     }
 }
 
+// The lane holding key u's score after attn_gqa_keys' reduction of KB scores, and the key a lane holds.
+template <int KB>
+__device__ __forceinline__ int attn_key_lane(int u) {
+    int src = 0;
+#pragma unroll
+    for (int k = 0; (1 << k) < KB; k++) src |= ((u >> k) & 1) << (4 - k);
+    return src;
+}
+template <int KB>
+__device__ __forceinline__ int attn_lane_key(int lane) {
+    int u = 0;
+#pragma unroll
+    for (int k = 0; (1 << k) < KB; k++) u |= ((lane >> (4 - k)) & 1) << k;
+    return u;
+}
+
+// A warp's keys j = t0 + w + 4u (u < KB: all of them keys of the split) of one tile (key j at row j - t0 of sk, sv),
+// stepped in key order with the values of KB calls of attn_key_step, in fewer instructions (session 26: the GQA blocks
+// were issue-bound, ~0.8 warp instructions per cycle and scheduler at 22 % of DRAM's throughput): the KB scores' warp
+// sums reduced together (each butterfly level pairs the same lanes as warp_sum's, half of the lanes keeping each key,
+// so every score has warp_sum's bits and ends in 32 / KB lanes); the running maxima in key order in every lane; expf
+// of key u's corr and p once, in the lanes holding its score, shuffled to all lanes for the l and acc updates.
+template <int ND, int KB>
+__device__ __forceinline__ void attn_gqa_keys(const float (&qr)[ND], const __half* sk, const __half* sv, int w,
+                                              int lane, int hd, float& m, float& l, float (&acc)[ND]) {
+    constexpr int RS = 32 * ND;
+    float v[KB];
+#pragma unroll
+    for (int u = 0; u < KB; u++) {
+        const __half* kr = sk + (w + k_attn_warps * u) * RS;
+        float s = 0;
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int d = lane + 32 * i;
+            if (d < hd) s = __fmaf_rn(qr[i], __half2float(kr[d]), s);
+        }
+        v[u] = s;
+    }
+#pragma unroll
+    for (int k = 0; k < 5; k++) {
+        const int o = 16 >> k, cnt = KB >> k;
+        if (cnt > 1) {
+            const bool up = lane & o;
+#pragma unroll
+            for (int e = 0; e < cnt / 2; e++) {
+                const float send = up ? v[2 * e] : v[2 * e + 1], keep = up ? v[2 * e + 1] : v[2 * e];
+                v[e] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+        }
+    }
+    const float sc = v[0];  // the score of key attn_lane_key<KB>(lane)
+    float mm[KB + 1];       // mm[u]: the running maximum before key u
+    mm[0] = m;
+#pragma unroll
+    for (int u = 0; u < KB; u++) mm[u + 1] = fmaxf(mm[u], __shfl_sync(0xffffffffu, sc, attn_key_lane<KB>(u)));
+    const int mu = attn_lane_key<KB>(lane);
+    float m_old = mm[0], m_new = mm[1];
+#pragma unroll
+    for (int u = 1; u < KB; u++)
+        if (mu == u) {
+            m_old = mm[u];
+            m_new = mm[u + 1];
+        }
+    const float corr = expf(m_old - m_new), p = expf(sc - m_new);
+#pragma unroll
+    for (int u = 0; u < KB; u++) {
+        const float cu = __shfl_sync(0xffffffffu, corr, attn_key_lane<KB>(u));
+        const float pu = __shfl_sync(0xffffffffu, p, attn_key_lane<KB>(u));
+        const __half* vr = sv + (w + k_attn_warps * u) * RS;
+        l = __fmaf_rn(l, cu, pu);
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int d = lane + 32 * i;
+            const float vv = d < hd ? __half2float(vr[d]) : 0.0f;
+            acc[i] = __fmaf_rn(acc[i], cu, __fmul_rn(pu, vv));
+        }
+    }
+    m = mm[KB];
+}
+
 // One GQA block: heads hs, split `split` of n_split. ROPE (the single step with RoPE and the KV write folded in, as
 // attn_rope_block): src is the row's qkv before bias and RoPE, the block rotates its q heads, and the block whose split
 // holds the new position pos = *pos_p rotates k and v (the first block of the KV head writes them to cache row pos) and
 // takes them from shared memory; with EARLY the first tile's copies are issued before the PDL wait. Else src is the
 // rotated q of the row, the caches hold every key, and the caller has passed the PDL wait. Partial states as
 // attn_partial_block's: partial[(h * n_split + split)] = (m, l, acc[hd]).
-template <int ND, int GB, bool ROPE, bool EARLY>
+template <int ND, int GB, bool ROPE, bool EARLY, int PIPE>
 __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bias, const rope_params& p,
                                                const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs, int split,
                                                int n_split, float* partial) {
@@ -718,17 +801,25 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
         } else {
             cp_async_wait<0>();
         }
+        __half* sk = s_kt[n & 1];
+        __half* sv = s_vt[n & 1];
+        if (has_new && pos >= t0 && pos - t0 < T)  // the new key's row (the copies took cache rows below jc only)
+            for (int e = t; e < hd; e += blockDim.x) {
+                sk[(pos - t0) * RS + e] = s_k[e];
+                sv[(pos - t0) * RS + e] = s_v[e];
+            }
         __syncthreads();
-        if (g < hs.n) {
-            const __half* sk = s_kt[n & 1];
-            const __half* sv = s_vt[n & 1];
+        // The warp's keys t0 + w + 4u below j1: all KB of them batched (attn_gqa_keys), else one key step each.
+        constexpr int KB = T / k_attn_warps;
+        if (g < hs.n && PIPE == 1 && t0 + w + k_attn_warps * (KB - 1) < j1) {
+            attn_gqa_keys<ND, KB>(qr, sk, sv, w, lane, hd, m, l, acc);
+        } else if (g < hs.n) {
 #pragma unroll 2
-            for (int u = 0; u < T / k_attn_warps; u++) {
+            for (int u = 0; u < KB; u++) {
                 const int j = t0 + w + k_attn_warps * u;
                 if (j >= j1) break;  // uniform in the warp
-                const bool nw = has_new && j == pos;
-                const __half* kr = nw ? s_k : sk + (j - t0) * RS;
-                const __half* vr = nw ? s_v : sv + (j - t0) * RS;
+                const __half* kr = sk + (j - t0) * RS;
+                const __half* vr = sv + (j - t0) * RS;
                 __half kh[ND], vh[ND];
 #pragma unroll
                 for (int i = 0; i < ND; i++) {
@@ -766,14 +857,14 @@ __device__ __forceinline__ void attn_merge_chunks(const attn_heads& hs, int grou
 
 // Grid (n_head_kv * ceil(group / G), n_split), 128 G threads: attn_gqa_block with RoPE folded in (one sequence);
 // FUSED: with the merges of attn_rope_fused_kernel (attn_merge_chunks).
-template <int ND, int GB, bool EARLY, bool FUSED>
-__global__ void __launch_bounds__(32 * k_attn_warps * GB)
+template <int ND, int GB, bool EARLY, bool FUSED, int PIPE>
+__global__ void __launch_bounds__(32 * k_attn_warps * GB, ND >= 8 ? 1 : 2048 / (64 * k_attn_warps * GB))
     attn_rope_gqa_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                          __half* vc, float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq,
                          float* xd, float* xs, int G) {
     const int group = p.n_head / p.n_head_kv;
     const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
-    attn_gqa_block<ND, GB, true, EARLY>(qkv, bias, p, pos_p, kc, vc, hs, blockIdx.y, gridDim.y, partial);
+    attn_gqa_block<ND, GB, true, EARLY, PIPE>(qkv, bias, p, pos_p, kc, vc, hs, blockIdx.y, gridDim.y, partial);
     if (FUSED)
         attn_merge_chunks(hs, group, G, hc, gridDim.y, p.head_dim, partial, counters, out, q_block, xq, xd, xs, 0, 1);
 }
@@ -781,8 +872,8 @@ __global__ void __launch_bounds__(32 * k_attn_warps * GB)
 // Grid (n_head_kv * ceil(group / G), n_split, rows), 128 G threads: attn_gqa_block over caches that hold every key (the
 // batched step, or the single step after rope_kv_kernel); rows, slots and partials as attn_partial_kernel; FUSED: the
 // merges of attn_fused_kernel.
-template <int ND, int GB, bool FUSED>
-__global__ void __launch_bounds__(32 * k_attn_warps * GB)
+template <int ND, int GB, bool FUSED, int PIPE>
+__global__ void __launch_bounds__(32 * k_attn_warps * GB, ND >= 8 ? 1 : 2048 / (64 * k_attn_warps * GB))
     attn_gqa_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
                     int64_t slot_stride, rope_params p, const int32_t* pos_p, float* partial, int hc,
                     unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs, int G) {
@@ -792,7 +883,7 @@ __global__ void __launch_bounds__(32 * k_attn_warps * GB)
     const int slot = slots ? slots[row] : 0;
     partial += int64_t(row) * p.n_head * n_split * (hd + 2);
     const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
-    attn_gqa_block<ND, GB, false, false>(
+    attn_gqa_block<ND, GB, false, false, PIPE>(
         q + row * q_stride, nullptr, p, pos_p + slot, const_cast<__half*>(kc) + slot * slot_stride,
         const_cast<__half*>(vc) + slot * slot_stride, hs, blockIdx.y, n_split, partial);
     if (FUSED)
@@ -867,18 +958,43 @@ void set_attention_group(int g) {
     g_attn_group = std::max(0, g);
 }
 
-// When the default takes GQA blocks (docs/cuda.md, "Session 25", H100, llama3-8b shapes: 8 KV heads of 4 query heads).
-// They hold 4 times the warps of a one-head block, so they need enough blocks to keep every SM busy: with 32 splits
-// (256 blocks) they were level at depth 0 and 9-17 % faster at depths 4,096 and 16,384, with 9 (72 blocks) 3-8 % slower
-// at depth 1,024. At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
-// was 1.8 % slower. So: at least 8 splits and 1.5 blocks per SM.
+// The GQA blocks' key steps: 1 (default) a warp's keys of a tile batched where they are all keys of the split
+// (attn_gqa_keys), 0 one attn_key_step per key (the loop before session 26); set_attention_pipe, else
+// MEMTILE_CUDA_ATTN_PIPE. The same bits either way.
+constexpr int k_attn_pipe_default = 1, k_attn_pipes = 2;  // cuda-backend.h's k_attention_pipes
+static int g_attn_pipe = -1;
+static int attention_pipe_setting() {
+    if (g_attn_pipe < 0) {
+        const char* env = std::getenv("MEMTILE_CUDA_ATTN_PIPE");
+        const int v = env ? int(std::strtol(env, nullptr, 10)) : k_attn_pipe_default;
+        g_attn_pipe = v >= 0 && v < k_attn_pipes ? v : k_attn_pipe_default;
+    }
+    return g_attn_pipe;
+}
+void set_attention_pipe(int pipe);  // cuda-backend.h (C++20, not included here)
+void set_attention_pipe(int pipe) {
+    g_attn_pipe = pipe >= 0 && pipe < k_attn_pipes ? pipe : -1;
+}
+// Calls f(std::integral_constant<int, PIPE>) for the setting.
+template <typename F>
+void with_pipe(F f) {
+    if (attention_pipe_setting() == 1) return f(std::integral_constant<int, 1>{});
+    return f(std::integral_constant<int, 0>{});
+}
+
+// When the default takes GQA blocks (docs/cuda.md, "Session 25" and "Session 26", H100, llama3-8b shapes: 8 KV heads
+// of 4 query heads, tg128 at the depth that fills the context). They hold 4 times the warps of a one-head block, so a
+// grid of few of them leaves SMs idle: at 9, 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and
+// 1.1 % slower than one head per block; from 17 splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in
+// one wave there). At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
+// was 1.8 % slower. So: at least 8 splits and a block per SM.
 static bool attn_group_pays(int n_blocks, int n_split) {
     static const int sms = [] {
         int n = 0;
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
         return std::max(n, 1);
     }();
-    return n_split >= 8 && 2 * n_blocks >= 3 * sms;
+    return n_split >= 8 && n_blocks >= sms;
 }
 
 // G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
@@ -919,8 +1035,12 @@ static void launch_attention_gqa(const float* q, int64_t q_stride, int n_rows, c
                     unsigned(n_rows)};
     with_nd((p.head_dim + 31) / 32, [&](auto nd_c) {
         constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
-        launch(hc > 0 ? attn_gqa_kernel<N, GB, true> : attn_gqa_kernel<N, GB, false>, grid, 32 * k_attn_warps * G, s, q,
-               q_stride, kc, vc, slots, slot_stride, p, pos, partial, hc, counters, out, qb, xq, xd, xs, G);
+        with_pipe([&](auto pipe_c) {
+            constexpr int P = decltype(pipe_c)::value;
+            launch(hc > 0 ? attn_gqa_kernel<N, GB, true, P> : attn_gqa_kernel<N, GB, false, P>, grid,
+                   32 * k_attn_warps * G, s, q, q_stride, kc, vc, slots, slot_stride, p, pos, partial, hc, counters,
+                   out, qb, xq, xd, xs, G);
+        });
     });
 }
 
@@ -1054,11 +1174,15 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
         const dim3 grid_g{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split)};
         with_nd(nd, [&](auto nd_c) {
             constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
-            auto* k =
-                fused ? (early ? attn_rope_gqa_kernel<N, GB, true, true> : attn_rope_gqa_kernel<N, GB, false, true>)
-                      : (early ? attn_rope_gqa_kernel<N, GB, true, false> : attn_rope_gqa_kernel<N, GB, false, false>);
-            launch(k, grid_g, 32 * k_attn_warps * G, s, qkv, bias, p, pos, kc, vc, partial, fused ? hc : 0, counters,
-                   out, qb, quantize && fused ? xq : static_cast<int8_t*>(nullptr), xd, xs, G);
+            with_pipe([&](auto pipe_c) {
+                constexpr int P = decltype(pipe_c)::value;
+                auto* k = fused ? (early ? attn_rope_gqa_kernel<N, GB, true, true, P>
+                                         : attn_rope_gqa_kernel<N, GB, false, true, P>)
+                                : (early ? attn_rope_gqa_kernel<N, GB, true, false, P>
+                                         : attn_rope_gqa_kernel<N, GB, false, false, P>);
+                launch(k, grid_g, 32 * k_attn_warps * G, s, qkv, bias, p, pos, kc, vc, partial, fused ? hc : 0,
+                       counters, out, qb, quantize && fused ? xq : static_cast<int8_t*>(nullptr), xd, xs, G);
+            });
         });
         if (!fused) launch_attention_merge(partial, 1, p, n_split, out, q_block, xq, xd, xs, s);
         return true;

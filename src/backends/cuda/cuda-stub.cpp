@@ -62,6 +62,9 @@ void cuda::set_pdl(bool) {
 void cuda::set_attention_group(int) {
     not_compiled();
 }
+void cuda::set_attention_pipe(int) {
+    not_compiled();
+}
 void cuda::set_norm_fusion(int) {
     not_compiled();
 }
