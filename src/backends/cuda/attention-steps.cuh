@@ -41,7 +41,8 @@ __device__ __forceinline__ void rope_rotate(float& x0, float& x1, float sn, floa
 
 // One key of a warp's online softmax: score s = q . k (lane holds dims lane + 32i, q pre-scaled), then the running
 // maximum m, sum l and accumulator acc. Shared by every decode attention kernel, so they all give the same bits (the
-// products and sums as explicit _rn intrinsics, as rope_rotate).
+// products and sums as explicit _rn intrinsics, as rope_rotate). attn_gqa_keys (attention-gqa.cuh) writes the same
+// expressions out for a tile of keys at once: a change here must be made there too (the GQA checks compare the two).
 template <int ND>
 __device__ __forceinline__ void attn_key_step(const float (&qr)[ND], const __half (&kh)[ND], const __half (&vh)[ND],
                                               int lane, int hd, float& m, float& l, float (&acc)[ND]) {
