@@ -31,6 +31,8 @@ std::vector<model_preset> build() {
     std::vector<model_preset> p;
     p.push_back({"llama3-8b", "Llama-3-8B shapes (E 4096, 32 layers, GQA 32/8, FF 14336, vocab 128256)",
                  make("llama", 128256, 4096, 32, 32, 8, 14336, 8192, 500000.0f, 1e-5f, false)});
+    p.push_back({"llama2-7b", "Llama-2-7B shapes (E 4096, 32 layers, 32 heads without GQA, FF 11008, vocab 32000)",
+                 make("llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false)});
     model_preset l32{"llama3.2-1b",
                      "Llama-3.2-1B shapes (E 2048, 16 layers, GQA 32/8, tied 128256 vocab, RoPE factors)",
                      make("llama", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true)};

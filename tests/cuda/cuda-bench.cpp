@@ -92,31 +92,34 @@ static std::vector<int> int_list(const std::string& list) {
 }
 
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
-                 const std::string& groups) {
-    // A setting "G" or "G/P": heads per block G (cuda::set_attention_group), GQA tile loop P
-    // (cuda::set_attention_pipe).
+                 const std::string& groups, const std::string& preset_name) {
+    // A setting "G", "G/P" or "G/P/S": heads per block G (cuda::set_attention_group), GQA tile loop P
+    // (cuda::set_attention_pipe, -1: the default), attention splits S (MEMTILE_CUDA_SPLITS while that decoder is
+    // made; absent: the default count).
     struct setting {
-        int group, pipe;
+        int group, pipe, splits;
         std::string name;
     };
     std::vector<setting> settings;
     for (size_t p = 0; p <= groups.size();) {
         const size_t e = std::min(groups.find(',', p), groups.size());
         const std::string tok = groups.substr(p, e - p);
-        const size_t slash = tok.find('/');
+        const size_t slash = tok.find('/'), slash2 = slash == std::string::npos ? slash : tok.find('/', slash + 1);
         const int g = std::stoi(tok.substr(0, slash));
-        const int pipe = slash == std::string::npos ? -1 : std::stoi(tok.substr(slash + 1));
-        settings.push_back({g, pipe,
-                            (g == 0 ? std::string("auto") : std::to_string(g)) +
-                                (pipe < 0 ? std::string() : "/" + std::to_string(pipe))});
+        const int pipe = slash == std::string::npos ? -1 : std::stoi(tok.substr(slash + 1, slash2 - slash - 1));
+        const int splits = slash2 == std::string::npos ? 0 : std::stoi(tok.substr(slash2 + 1));
+        settings.push_back({g, pipe, splits,
+                            fmt::format("{}{}{}", g == 0 ? std::string("auto") : std::to_string(g),
+                                        pipe < 0 ? std::string() : fmt::format("/{}", pipe),
+                                        splits > 0 ? fmt::format(" splits {}", splits) : std::string())});
         p = e + 1;
     }
     const std::vector<int> depths = int_list(list);
     const int max_depth = *std::max_element(depths.begin(), depths.end());
-    const auto& preset = find_preset("llama3-8b");
+    const auto& preset = find_preset(preset_name);
     const double kv_per_pos = 2.0 * preset.config.n_layer * preset.config.kv_dim() * 2.0;
-    fmt::print("\ndecode at depth, llama3-8b shapes (probe {:.0f} GB/s), attention heads per block setting(s) {}:\n",
-               bw.hbm_read_gbs, groups);
+    fmt::print("\ndecode at depth, {} shapes (probe {:.0f} GB/s), attention heads per block setting(s) {}:\n",
+               preset_name, bw.hbm_read_gbs, groups);
     for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::f16}) {
         if (!only.empty() && only != file_type_name(ft)) continue;
         try {
@@ -126,7 +129,10 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
             for (const auto& st : settings) {
                 cuda::set_attention_group(st.group);
                 cuda::set_attention_pipe(st.pipe);
+                if (st.splits > 0) setenv("MEMTILE_CUDA_SPLITS", std::to_string(st.splits).c_str(), 1);
                 ds.push_back(cuda::decoder::random(preset.config, ft, uint32_t(max_depth + 160), 11));
+                unsetenv("MEMTILE_CUDA_SPLITS");
+                fmt::print("  setting {}: {}\n", st.name, ds.back()->summary());
             }
             cuda::set_attention_group(0);
             cuda::set_attention_pipe(-1);

@@ -59,10 +59,10 @@ inline std::vector<std::string> split_list(const std::string& s) {
 // The benchmarks (cuda-bench.cpp): decode, matvec and prefill figures of llama3-8b shapes against the HBM probe.
 void bench(const cuda::bandwidth_probe& bw, bool sweep);
 void bench_q6(const cuda::bandwidth_probe& bw, bool sweep, uint32_t n_ctx = 512);
-// tg128 of the llama3-8b shapes after each depth of `list` ("0,4096"); groups: attention heads-per-block settings
-// (cuda::set_attention_group; "0,1" alternates the default and one head per block twice per depth).
+// tg128 of a preset's shapes (llama3-8b) after each depth of `list` ("0,4096"); groups: attention settings
+// (cuda::set_attention_group; "0,1" alternates the default and one head per block twice per depth; bench_depth).
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
-                 const std::string& groups);
+                 const std::string& groups, const std::string& preset = "llama3-8b");
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
 void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes);
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);

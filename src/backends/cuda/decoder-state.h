@@ -63,8 +63,9 @@ inline bool norm_parts_k_consumers(const std::vector<view_part>& consumers, int6
 }
 
 // Key ranges of the split-K decode attention for a context of n_ctx positions (the single-sequence and batched steps
-// use the same count, so that a batch of one equals the single step): n_ctx / 128 in 1..32, or MEMTILE_CUDA_SPLITS
-// when set (1..32; A/B benchmarks). Defined in decoder.cpp.
-int attention_splits(uint32_t n_ctx);
+// use the same count, so that a batch of one equals the single step): n_ctx / 128 in 1..32 as attention_wave_splits
+// fits it to this device's waves for c's heads, or MEMTILE_CUDA_SPLITS when set (1..32; A/B benchmarks). Defined in
+// decoder.cpp.
+int attention_splits(uint32_t n_ctx, const model_config& c);
 
 }  // namespace memtile::cuda

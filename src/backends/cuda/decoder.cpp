@@ -440,7 +440,7 @@ private:
         logits_ = static_cast<float*>(alloc(size_t(V) * 4));
         argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
-        n_split_ = attention_splits(n_ctx_);
+        n_split_ = attention_splits(n_ctx_, c);
         partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
         // Caches of the GPU's layers only: layer il at (il - first_layer_) * layer_kv.
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV), gpu_layers = c.n_layer - first_layer_;
@@ -750,12 +750,13 @@ bool compiled() {
     return true;
 }
 
-int attention_splits(uint32_t n_ctx) {
+int attention_splits(uint32_t n_ctx, const model_config& c) {
     if (const char* env = std::getenv("MEMTILE_CUDA_SPLITS")) {
         const int v = int(std::strtol(env, nullptr, 10));
         if (v >= 1 && v <= 32) return v;
     }
-    return int(std::clamp<uint32_t>(n_ctx / 128, 1, 32));
+    return attention_wave_splits(int(c.n_head), int(c.n_head_kv), int(c.head_dim),
+                                 int(std::clamp<uint32_t>(n_ctx / 128, 1, 32)));
 }
 
 void set_decode_fusion(unsigned mask) {

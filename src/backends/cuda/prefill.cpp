@@ -216,7 +216,7 @@ public:
         xs_ = arena_.get_n<float>(B * size_t(widest / 32 + 1));
         logits_ = arena_.get_n<float>(B * size_t(V));
         argmax_scratch_ = arena_.get_n<float>(size_t(k_argmax_scratch));
-        n_split_ = attention_splits(n_ctx);
+        n_split_ = attention_splits(n_ctx, c);
         partial_ = arena_.get_n<float>(B * c.n_head * size_t(n_split_) * (c.head_dim + 2));
         layer_kv_ = int64_t(n_ctx) * KV;
         slot_stride_ = layer_kv_ * c.n_layer;
