@@ -872,9 +872,9 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
 }
 
 // Waves of s splits cost ceil(n_head s / wave) times the keys of one split (n_keys / s): 32 heads at 528 blocks a
-// wave (H100, 4 blocks per SM) run 16 splits in one wave and 17 in two, for 1/16 and 1/17 of the keys each (docs/cuda.md,
-// "Session 26": 17 splits one head per block 9 % slower than 16). The wave is attn_rope_fused_kernel's, the one-head
-// kernel of the single step at more than 8 splits.
+// wave (H100, 4 blocks per SM) run 16 splits in one wave and 17 in two, for 1/16 and 1/17 of the keys each
+// (docs/cuda.md, "Session 26": 17 splits one head per block 9 % slower than 16). The wave is attn_rope_fused_kernel's,
+// the one-head kernel of the single step at more than 8 splits.
 int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split) {
     const rope_params p{n_head, n_head_kv, head_dim, head_dim, false, nullptr, nullptr};
     if (n_split <= 1 || n_head * n_split <= 0 || attn_group(p, nullptr, nullptr, n_split, 1) > 1) return n_split;
