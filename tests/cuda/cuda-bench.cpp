@@ -92,7 +92,7 @@ static std::vector<int> int_list(const std::string& list) {
 }
 
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
-                 const std::string& groups, const std::string& preset_name) {
+                 const std::string& groups, const std::string& preset_name, int batch) {
     // A setting "G", "G/P" or "G/P/S": heads per block G (cuda::set_attention_group), GQA tile loop P
     // (cuda::set_attention_pipe, -1: the default), attention splits S (MEMTILE_CUDA_SPLITS while that decoder is
     // made; absent: the default count).
@@ -136,6 +136,8 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
             }
             cuda::set_attention_group(0);
             cuda::set_attention_pipe(-1);
+            // The batched step (memtile serve) of the first setting's weights, every sequence at the depth.
+            auto bd = batch > 0 ? ds[0]->make_batch(batch, uint32_t(max_depth + 160)) : nullptr;
             for (int depth : depths) {
                 std::vector<int32_t> ctx(static_cast<size_t>(depth));
                 for (int i = 0; i < depth; i++) ctx[size_t(i)] = int32_t((1 + uint64_t(i) * 7919) % 1000);
@@ -159,6 +161,17 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
                             tps / limit);
                         std::fflush(stdout);
                     }
+                if (!bd) continue;
+                const double single = 128 / ds[0]->bench_decode(128, 16, 1, uint32_t(depth));
+                for (int q = 0; q < batch; q++) {
+                    bd->reset(q);
+                    for (size_t s0 = 0; s0 < ctx.size(); s0 += 512)
+                        (void)bd->prefill(q, std::span(ctx).subspan(s0, std::min<size_t>(512, ctx.size() - s0)));
+                }
+                const double bs = bd->bench(batch, 64, 8, 1, uint32_t(depth));
+                fmt::print("  {:<7} batch of {} @ d{:<6} {:7.1f} tok/s aggregate, {:.2f}x the single step ({:.1f})\n",
+                           file_type_name(ft), batch, depth, batch * 64 / bs, batch * 64 / bs / single, single);
+                std::fflush(stdout);
             }
         } catch (const std::exception& e) {
             cuda::set_attention_group(0);

@@ -60,9 +60,10 @@ inline std::vector<std::string> split_list(const std::string& s) {
 void bench(const cuda::bandwidth_probe& bw, bool sweep);
 void bench_q6(const cuda::bandwidth_probe& bw, bool sweep, uint32_t n_ctx = 512);
 // tg128 of a preset's shapes (llama3-8b) after each depth of `list` ("0,4096"); groups: attention settings
-// (cuda::set_attention_group; "0,1" alternates the default and one head per block twice per depth; bench_depth).
+// (cuda::set_attention_group; "0,1" alternates the default and one head per block twice per depth; bench_depth);
+// batch > 0: also the batched step of that many sequences, each at the depth.
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
-                 const std::string& groups, const std::string& preset = "llama3-8b");
+                 const std::string& groups, const std::string& preset = "llama3-8b", int batch = 0);
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
 void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes);
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);

@@ -14,7 +14,8 @@
 //                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
 //                               --attn-groups "0,1,0/0": heads-per-block settings alternated, default "0";
 //                               "G/P": also the GQA key steps P, cuda::set_attention_pipe; "G/P/S": also S
-//                               attention splits; --depth-preset NAME: another preset's shapes)
+//                               attention splits; --depth-preset NAME: another preset's shapes; --depth-batch B:
+//                               also the batched step of B sequences at each depth)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -887,6 +888,7 @@ int main(int argc, char** argv) {
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
     std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b";
+    int depth_batch = 0;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--stories" && i + 1 < argc)
@@ -947,6 +949,8 @@ int main(int argc, char** argv) {
             attn_groups = argv[++i];
         else if (a == "--depth-preset" && i + 1 < argc)
             depth_preset = argv[++i];
+        else if (a == "--depth-batch" && i + 1 < argc)
+            depth_batch = std::stoi(argv[++i]);
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
@@ -1061,7 +1065,7 @@ int main(int argc, char** argv) {
             }
         }
         if (!depth_list.empty()) {
-            bench_depth(bw, depth_list, only, attn_groups, depth_preset);
+            bench_depth(bw, depth_list, only, attn_groups, depth_preset, depth_batch);
         } else if (!q4k_modes.empty()) {
             if (!do_checks) check_q4k_modes();
             bench_q4k(bw, q4k_modes);

@@ -308,9 +308,10 @@ public:
     // seqs[i]'s sampler; gpu-sampler.h), exactly as memtile::sampler would draw it; returns the b token ids.
     virtual std::span<const int32_t> step_sample(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                                  std::span<const sampling_draw> draws) = 0;
-    // n greedy steps of sequences 0..b-1 back to back on the device after `warmup` untimed ones, from empty
-    // caches; returns seconds for the n steps (aggregate tok/s = b * n / seconds).
-    virtual double bench(int b, int n, int warmup, int32_t first_token) = 0;
+    // n greedy steps of sequences 0..b-1 back to back on the device after `warmup` untimed ones, from position
+    // `start` of each (0: empty caches; else over the rows their prefill left); returns seconds for the n steps
+    // (aggregate tok/s = b * n / seconds).
+    virtual double bench(int b, int n, int warmup, int32_t first_token, uint32_t start = 0) = 0;
     // Op check on the model's own weights: every product for n random activation rows on tensor cores vs the
     // dp4a/FMA kernels; the worst NMSE and where.
     virtual std::pair<double, std::string> check_products(int n) = 0;

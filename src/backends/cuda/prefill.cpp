@@ -297,20 +297,20 @@ public:
         return greedy_;
     }
 
-    double bench(int b, int n, int warmup, int32_t first_token) override {
+    double bench(int b, int n, int warmup, int32_t first_token, uint32_t start) override {
         if (b < 1 || b > max_seq_) fail("cuda", "bench of {} sequences in a batch of {}", b, max_seq_);
-        if (uint64_t(n) + uint64_t(warmup) > n_ctx_)
-            fail("cuda", "bench of {} + {} steps exceeds the context of {}", warmup, n, n_ctx_);
+        if (uint64_t(n) + uint64_t(warmup) + start > n_ctx_)
+            fail("cuda", "bench of {} + {} steps from position {} exceeds the context of {}", warmup, n, start, n_ctx_);
         check_token(first_token);
         std::fill(used_.begin(), used_.end(), 0u);
         for (int i = 0; i < b; i++) {
             host_io_[i] = int32_t((uint32_t(first_token) + uint32_t(i)) % m_.cfg->n_vocab);
             host_io_[k_max_batch + i] = i;
         }
-        for (int i = 0; i < max_seq_; i++) host_io_[2 * k_max_batch + i] = 0;
+        for (int i = 0; i < max_seq_; i++) host_io_[2 * k_max_batch + i] = int32_t(start);
         check(cudaMemcpyAsync(io_, host_io_, size_t(io_n_) * 4, cudaMemcpyHostToDevice, stream_), "copy io");
         const double seconds = time_graph_replays(graph(b), stream_, warmup, n, "batched steps");
-        for (int i = 0; i < b; i++) used_[size_t(i)] = uint32_t(n + warmup);
+        for (int i = 0; i < b; i++) used_[size_t(i)] = start + uint32_t(n + warmup);
         return seconds;
     }
 
