@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/wave-splits.h"
 #include "core/error.h"
 #include "models/presets.h"
 #include "support/cuda-checks.h"
@@ -23,6 +24,33 @@ bool have_device() {
 
 #define MEMTILE_SKIP_WITHOUT_CUDA() \
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")"
+
+// The one-head attention's split count against the device's waves of blocks (pure arithmetic: runs without a device).
+TEST(cuda_backend, attention_splits_fill_whole_waves) {
+    // 32 heads, 528 blocks a wave (H100, 4 per SM): 17..31 splits need two waves for less than twice 16's keys each.
+    for (int s = 17; s <= 31; s++) EXPECT_EQ(cuda::fewest_wave_splits(32, s, 528), 16) << s << " splits";
+    EXPECT_EQ(cuda::fewest_wave_splits(32, 32, 528), 32);  // 1,024 blocks: two full waves, as cheap as 16 in one
+    EXPECT_EQ(cuda::fewest_wave_splits(32, 16, 528), 16);  // one wave already
+    EXPECT_EQ(cuda::fewest_wave_splits(32, 25, 0), 25);    // wave unknown: unchanged
+    EXPECT_EQ(cuda::fewest_wave_splits(32, 1, 8), 1);
+    // 40 heads at 264 a wave: 6 splits (240 blocks) in one wave, 13 (520) in two, 19 (760) in three (3 / 19 > 2 / 13),
+    // 26 (1,040) in four (4 / 26 = 2 / 13: the larger kept).
+    EXPECT_EQ(cuda::fewest_wave_splits(40, 7, 264), 6);
+    EXPECT_EQ(cuda::fewest_wave_splits(40, 13, 264), 13);
+    EXPECT_EQ(cuda::fewest_wave_splits(40, 18, 264), 13);
+    EXPECT_EQ(cuda::fewest_wave_splits(40, 19, 264), 13);
+    EXPECT_EQ(cuda::fewest_wave_splits(40, 26, 264), 26);
+    // Every choice is at most the count asked for and never costs more waves per key than it.
+    for (int heads : {8, 12, 32, 40, 64})
+        for (int s = 1; s <= 32; s++)
+            for (int64_t wave : {132, 264, 528, 1056}) {
+                const int b = cuda::fewest_wave_splits(heads, s, wave);
+                ASSERT_GE(b, 1);
+                ASSERT_LE(b, s);
+                const auto waves = [&](int x) { return (int64_t(heads) * x + wave - 1) / wave; };
+                EXPECT_LE(waves(b) * s, waves(s) * b) << heads << " heads, " << s << " splits, wave " << wave;
+            }
+}
 
 TEST(cuda_backend, require_device_names_the_reason) {
     if (have_device()) GTEST_SKIP() << "a CUDA device is present";

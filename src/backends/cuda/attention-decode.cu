@@ -18,6 +18,7 @@
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/prefill-kernels.h"
+#include "backends/cuda/wave-splits.h"
 
 namespace memtile::cuda {
 namespace {
@@ -871,13 +872,11 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
     return true;
 }
 
-// Waves of s splits cost ceil(n_head s / wave) times the keys of one split (n_keys / s): 32 heads at 528 blocks a
-// wave (H100, 4 blocks per SM) run 16 splits in one wave and 17 in two, for 1/16 and 1/17 of the keys each
-// (docs/cuda.md, "Session 26": 17 splits one head per block 9 % slower than 16). The wave is attn_rope_fused_kernel's,
-// the one-head kernel of the single step at more than 8 splits.
+// The wave is attn_rope_fused_kernel's, the one-head kernel of the single step at more than 8 splits (4 blocks per SM
+// on the H100; docs/cuda.md, "Session 26": 17 splits one head per block 9 % slower than 16).
 int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split) {
     const rope_params p{n_head, n_head_kv, head_dim, head_dim, false, nullptr, nullptr};
-    if (n_split <= 1 || n_head * n_split <= 0 || attn_group(p, nullptr, nullptr, n_split, 1) > 1) return n_split;
+    if (n_split <= 1 || attn_group(p, nullptr, nullptr, n_split, 1) > 1) return n_split;
     int per_sm = 0, sms = 0;
     with_rope_kernels((head_dim + 31) / 32, [&](auto k) {
         using K = decltype(k);
@@ -885,15 +884,7 @@ int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split) 
     });
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     cudaGetLastError();
-    const int64_t wave = int64_t(per_sm) * sms;
-    if (wave <= 0 || int64_t(n_head) * n_split <= wave) return n_split;
-    int best = n_split;
-    double best_cost = 1e300;
-    for (int s = n_split; s >= 1; s--) {
-        const double cost = double((int64_t(n_head) * s + wave - 1) / wave) / s;
-        if (cost < best_cost * (1 - 1e-9)) best = s, best_cost = cost;
-    }
-    return best;
+    return fewest_wave_splits(n_head, n_split, int64_t(per_sm) * sms);
 }
 
 void launch_attention(float* qkv, const float* bias, const rope_params& p, const int32_t* pos, uint16_t* k_cache,
