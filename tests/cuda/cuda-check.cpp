@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -949,8 +951,15 @@ int main(int argc, char** argv) {
             attn_groups = argv[++i];
         else if (a == "--depth-preset" && i + 1 < argc)
             depth_preset = argv[++i];
-        else if (a == "--depth-batch" && i + 1 < argc)
-            depth_batch = std::stoi(argv[++i]);
+        else if (a == "--depth-batch" && i + 1 < argc) {
+            char* end = nullptr;
+            const long b = std::strtol(argv[++i], &end, 10);
+            if (!end || *end || b < 1 || b > 16) {
+                fmt::print(stderr, "--depth-batch expects a sequence count in 1..16, got '{}'\n", argv[i]);
+                return 2;
+            }
+            depth_batch = int(b);
+        }
     }
     fmt::print("device: {}\n", cuda::device_description());
     if (cuda::device_count() == 0) {
