@@ -781,6 +781,13 @@ void check_attention() {
                                "(variant, heads per block, key steps, q_block) differ from one head per block "
                                "(bit-equal expected)",
                                it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, differ_g, grouped));
+            if (r.mma_runs > 0)
+                report(r.mma_nmse <= 1e-4 && r.mma_differ == 0,
+                       fmt::format("attention GQA tensor-core key steps {} positions, {}/{} heads of {}, {} splits: "
+                                   "worst NMSE {:.1e} against one head per block over {} runs (tol 1e-4); {} folded "
+                                   "runs differ from the separate kernels' (bit-equal expected)",
+                                   it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, r.mma_nmse, r.mma_runs,
+                                   r.mma_differ));
             report(r.differ_from_0 == 0 && differ_q == 0 && std::max(r.nmse[4], r.nmse[5]) <= 1e-10,
                    fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {} splits: {} of 5 folded "
                                "variants differ unquantized, {} quantized (32 / 256; bit-equal expected), NMSE {:.1e}",

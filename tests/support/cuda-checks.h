@@ -227,6 +227,14 @@ struct attention_comparison {
     // (variant 0..3, heads per block auto / at most 2 / as many as the kernels take, key steps) runs not bit-equal to
     // one head per block, of `grouped` runs
     int differ_grouped = 0, grouped = 0;
+    // The tensor-core key steps (cuda::k_attention_pipe_mma; not bit-equal): the worst NMSE against one head per block
+    // over the variants and heads per block, and how many runs took them (head_dim 64 or 128, at least 2 query heads
+    // per KV head).
+    double mma_nmse = 0;
+    int mma_runs = 0;
+    // Tensor-core runs of variants 1..3 (RoPE folded: the single step's kernels) not bit-equal to variant 0's (the
+    // separate RoPE kernel: the batched step's kernels) at the same heads per block.
+    int mma_differ = 0;
 };
 
 // RoPE, f16 KV cache and attention of the last of n_pos positions, on the GPU (every cuda::attention_check variant:
@@ -244,9 +252,13 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
         for (auto& v : r) v = next() * amp;
     }
     const float base = 10000.0f;
+    // The default grouping with the GQA blocks' bit-equal key steps (form 1): the tensor-core form, the default where
+    // it applies, rounds q and p to f16 and is compared by NMSE below.
     std::vector<float> gpu[6];
+    cuda::set_attention_pipe(1);
     for (int v = 0; v < 6; v++)
         gpu[v] = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+    cuda::set_attention_pipe(-1);
     // The GQA blocks (several query heads of one KV head per block; the cluster variants 4, 5 keep one head) against
     // one head per block: the default grouping, and at most 2 heads per block (uneven cuts: 3 heads as 2 + 1).
     auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -255,6 +267,9 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     // Each with both key-step forms of the GQA blocks (cuda::set_attention_pipe), and as many heads per block as the
     // kernels take.
     int differ_grouped = 0, grouped = 0;
+    double mma_nmse = 0;
+    int mma_runs = 0, mma_differ = 0;
+    std::vector<float> mma0[2];  // variant 0's tensor-core outputs at 2 and 8 heads per block
     for (int v = 0; v < 4; v++) {
         cuda::set_attention_group(1);
         const auto one = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
@@ -269,6 +284,19 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
                 differ_grouped += !same_bits(one, out);
                 grouped++;
             }
+        }
+        cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
+        for (int gi = 0; gi < 2; gi++) {
+            cuda::set_attention_group(gi == 0 ? 2 : 8);
+            const auto out = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+            if (v == 0)
+                mma0[gi] = out;
+            else
+                mma_differ += !same_bits(mma0[gi], out);
+            const size_t n = std::min({out.size(), one.size(), size_t(q_dim)});  // the attention outputs
+            mma_nmse =
+                std::max(mma_nmse, nmse(std::span<const float>(out.data(), n), std::span<const float>(one.data(), n)));
+            mma_runs++;
         }
         cuda::set_attention_pipe(-1);
     }
@@ -289,6 +317,9 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     attention_comparison r;
     r.differ_grouped = differ_grouped;
     r.grouped = grouped;
+    r.mma_nmse = mma_nmse;
+    r.mma_differ = mma_differ;
+    r.mma_runs = (head_dim == 64 || head_dim == 128) && n_head > n_head_kv ? mma_runs : 0;
     for (int v = 0; v < 6; v++) {
         r.nmse[v] = nmse(std::vector<float>(gpu[v].begin(), gpu[v].begin() + q_dim), cpu_out);
         if (v > 0 && std::memcmp(gpu[v].data(), gpu[0].data(), gpu[0].size() * sizeof(float)) != 0) r.differ_from_0++;

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "backends/cuda/attention-gqa-mma.cuh"
 #include "backends/cuda/attention-gqa.cuh"
 #include "backends/cuda/attention-steps.cuh"
 #include "backends/cuda/cuda-kernels.h"
@@ -25,6 +27,7 @@ namespace {
 
 using detail::attn_block_heads;
 using detail::attn_gqa_block;
+using detail::attn_gqa_block_mma;
 using detail::attn_group_max;
 using detail::attn_head_block;
 using detail::attn_heads;
@@ -520,25 +523,44 @@ __device__ __forceinline__ void attn_merge_chunks(const attn_heads& hs, int grou
     }
 }
 
-// Grid (n_head_kv * ceil(group / G), n_split), 128 G threads: attn_gqa_block with RoPE folded in (one sequence);
-// FUSED: with the merges of attn_rope_fused_kernel (attn_merge_chunks).
+// Threads and the bound on resident blocks of the GQA kernels for key-step form PIPE: 128 G (form 2, tensor cores:
+// 128).
+__host__ __device__ constexpr int attn_gqa_threads(int GB, int PIPE) {
+    return PIPE == detail::k_attn_form_mma ? 32 * k_attn_warps : 32 * k_attn_warps * GB;
+}
+__host__ __device__ constexpr int attn_gqa_min_blocks(int ND, int GB, int PIPE) {
+    return PIPE == detail::k_attn_form_mma || ND >= 8 ? 1 : 2048 / (64 * k_attn_warps * GB);
+}
+// One GQA block of key-step form PIPE (attn_gqa_block, or attn_gqa_block_mma for form 2).
+template <int ND, int GB, bool ROPE, bool EARLY, int PIPE>
+__device__ __forceinline__ void attn_gqa_block_of(const float* src, const float* bias, const rope_params& p,
+                                                  const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs,
+                                                  int split, int n_split, float* partial) {
+    if constexpr (PIPE == detail::k_attn_form_mma)
+        attn_gqa_block_mma<ND, GB, ROPE, EARLY>(src, bias, p, pos_p, kc, vc, hs, split, n_split, partial);
+    else
+        attn_gqa_block<ND, GB, ROPE, EARLY, PIPE>(src, bias, p, pos_p, kc, vc, hs, split, n_split, partial);
+}
+
+// Grid (n_head_kv * ceil(group / G), n_split), attn_gqa_threads threads: attn_gqa_block_of with RoPE folded in (one
+// sequence); FUSED: with the merges of attn_rope_fused_kernel (attn_merge_chunks).
 template <int ND, int GB, bool EARLY, bool FUSED, int PIPE>
-__global__ void __launch_bounds__(32 * k_attn_warps * GB, ND >= 8 ? 1 : 2048 / (64 * k_attn_warps * GB))
+__global__ void __launch_bounds__(attn_gqa_threads(GB, PIPE), attn_gqa_min_blocks(ND, GB, PIPE))
     attn_rope_gqa_kernel(const float* qkv, const float* bias, rope_params p, const int32_t* pos_p, __half* kc,
                          __half* vc, float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq,
                          float* xd, float* xs, int G) {
     const int group = p.n_head / p.n_head_kv;
     const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
-    attn_gqa_block<ND, GB, true, EARLY, PIPE>(qkv, bias, p, pos_p, kc, vc, hs, blockIdx.y, gridDim.y, partial);
+    attn_gqa_block_of<ND, GB, true, EARLY, PIPE>(qkv, bias, p, pos_p, kc, vc, hs, blockIdx.y, gridDim.y, partial);
     if (FUSED)
         attn_merge_chunks(hs, group, G, hc, gridDim.y, p.head_dim, partial, counters, out, q_block, xq, xd, xs, 0, 1);
 }
 
-// Grid (n_head_kv * ceil(group / G), n_split, rows), 128 G threads: attn_gqa_block over caches that hold every key (the
-// batched step, or the single step after rope_kv_kernel); rows, slots and partials as attn_partial_kernel; FUSED: the
-// merges of attn_fused_kernel.
+// Grid (n_head_kv * ceil(group / G), n_split, rows), attn_gqa_threads threads: attn_gqa_block_of over caches that hold
+// every key (the batched step, or the single step after rope_kv_kernel); rows, slots and partials as
+// attn_partial_kernel; FUSED: the merges of attn_fused_kernel.
 template <int ND, int GB, bool FUSED, int PIPE>
-__global__ void __launch_bounds__(32 * k_attn_warps * GB, ND >= 8 ? 1 : 2048 / (64 * k_attn_warps * GB))
+__global__ void __launch_bounds__(attn_gqa_threads(GB, PIPE), attn_gqa_min_blocks(ND, GB, PIPE))
     attn_gqa_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
                     int64_t slot_stride, rope_params p, const int32_t* pos_p, float* partial, int hc,
                     unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs, int G) {
@@ -548,13 +570,25 @@ __global__ void __launch_bounds__(32 * k_attn_warps * GB, ND >= 8 ? 1 : 2048 / (
     const int slot = slots ? slots[row] : 0;
     partial += int64_t(row) * p.n_head * n_split * (hd + 2);
     const attn_heads hs = attn_block_heads(blockIdx.x, group, G);
-    attn_gqa_block<ND, GB, false, false, PIPE>(
+    attn_gqa_block_of<ND, GB, false, false, PIPE>(
         q + row * q_stride, nullptr, p, pos_p + slot, const_cast<__half*>(kc) + slot * slot_stride,
         const_cast<__half*>(vc) + slot * slot_stride, hs, blockIdx.y, n_split, partial);
     if (FUSED)
         attn_merge_chunks(hs, group, G, hc, n_split, hd, partial, counters + int64_t(row) * (p.n_head / hc),
                           out + int64_t(row) * p.n_head * hd, q_block, xq, xd, xs, row, gridDim.z);
 }
+
+// The tensor-core kernels of head_dim 32 ND (ND 2 or 4), and their dynamic shared memory.
+template <int ND>
+struct attn_mma_kernels {
+    static constexpr int GB = attn_group_max(ND), bytes = detail::attn_mma_shape<32 * ND>::smem_bytes;
+    static constexpr int F = detail::k_attn_form_mma;
+    static constexpr auto rope = attn_rope_gqa_kernel<ND, GB, false, false, F>,
+                          rope_early = attn_rope_gqa_kernel<ND, GB, true, false, F>,
+                          rope_fused = attn_rope_gqa_kernel<ND, GB, false, true, F>,
+                          rope_fused_early = attn_rope_gqa_kernel<ND, GB, true, true, F>;
+    static constexpr auto rows = attn_gqa_kernel<ND, GB, false, F>, rows_fused = attn_gqa_kernel<ND, GB, true, F>;
+};
 
 }  // namespace
 
@@ -623,10 +657,12 @@ void set_attention_group(int g) {
     g_attn_group = std::max(0, g);
 }
 
-// The GQA blocks' key steps: 1 (default) a warp's keys of a tile batched where they are all keys of the split
-// (attn_gqa_keys), 0 one attn_key_step per key (the loop before session 26); set_attention_pipe, else
-// MEMTILE_CUDA_ATTN_PIPE. The same bits either way.
-constexpr int k_attn_pipe_default = 1, k_attn_pipes = 2;  // cuda-backend.h's k_attention_pipes
+// The GQA blocks' key steps: 2 (default) on tensor cores (attn_gqa_block_mma; head_dim 64 or 128, else form 1:
+// docs/cuda.md, "Session 28"); 1 a warp's keys of a tile batched where they are all keys of the split
+// (attn_gqa_keys), 0 one attn_key_step per key (the loop before session 26), both bit-equal to one head per block.
+// set_attention_pipe, else MEMTILE_CUDA_ATTN_PIPE.
+constexpr int k_attn_pipe_default = 2, k_attn_pipes = 3,
+              k_attn_pipe_mma = detail::k_attn_form_mma;  // cuda-backend.h's k_attention_pipe*
 static int g_attn_pipe = -1;
 static int attention_pipe_setting() {
     if (g_attn_pipe < 0) {
@@ -640,26 +676,59 @@ void set_attention_pipe(int pipe);  // cuda-backend.h (C++20, not included here)
 void set_attention_pipe(int pipe) {
     g_attn_pipe = pipe >= 0 && pipe < k_attn_pipes ? pipe : -1;
 }
-// Calls f(std::integral_constant<int, PIPE>) for the setting.
+// Calls f(std::integral_constant<int, PIPE>) for the setting of the bit-equal forms (form 2 where it does not apply:
+// 1).
 template <typename F>
 void with_pipe(F f) {
-    if (attention_pipe_setting() == 1) return f(std::integral_constant<int, 1>{});
+    if (attention_pipe_setting() >= 1) return f(std::integral_constant<int, 1>{});
     return f(std::integral_constant<int, 0>{});
 }
 
-// When the default takes GQA blocks (docs/cuda.md, "Session 25" and "Session 26", H100, llama3-8b shapes: 8 KV heads
-// of 4 query heads, tg128 at the depth that fills the context). They hold 4 times the warps of a one-head block, so a
-// grid of few of them leaves SMs idle: at 9, 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and
-// 1.1 % slower than one head per block; from 17 splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in
-// one wave there). At 4 splits (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks)
-// was 1.8 % slower. So: at least 8 splits and a block per SM.
-static bool attn_group_pays(int n_blocks, int n_split) {
+// The tensor-core kernels' shared memory above the static 48 KB, set once for all of them (first from the decoder's
+// load through attention_wave_splits, outside any graph capture).
+static void configure_attn_mma() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        auto set = [](auto k) {
+            using K = decltype(k);
+            for (const void* f :
+                 {reinterpret_cast<const void*>(K::rope), reinterpret_cast<const void*>(K::rope_early),
+                  reinterpret_cast<const void*>(K::rope_fused), reinterpret_cast<const void*>(K::rope_fused_early),
+                  reinterpret_cast<const void*>(K::rows), reinterpret_cast<const void*>(K::rows_fused)})
+                cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, K::bytes);
+        };
+        set(attn_mma_kernels<2>{});
+        set(attn_mma_kernels<4>{});
+        cudaGetLastError();
+    });
+}
+// Where the tensor-core form is set and applies to head_dim hd: calls f(attn_mma_kernels<hd / 32>{}) and returns true.
+template <typename F>
+bool with_mma(int hd, F f) {
+    if (attention_pipe_setting() != k_attn_pipe_mma || !detail::attn_mma_head(hd)) return false;
+    configure_attn_mma();
+    if (hd == 64)
+        f(attn_mma_kernels<2>{});
+    else
+        f(attn_mma_kernels<4>{});
+    return true;
+}
+
+// When the default takes GQA blocks (docs/cuda.md, "Session 25", "Session 26" and "Session 28", H100, llama3-8b
+// shapes: 8 KV heads of 4 query heads, tg128 at the depth that fills the context). With the key steps of forms 0 and 1
+// they hold 4 times the warps of a one-head block and are issue-bound, so a grid of few of them leaves SMs idle: at 9,
+// 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and 1.1 % slower than one head per block; from 17
+// splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in one wave there). At 4 splits (context 512, few
+// keys, little L2 traffic to save) the batched step at B=8 (256 blocks) was 1.8 % slower. So: at least 8 splits and a
+// block per SM. On tensor cores (mma) the blocks are not issue-bound: at 13 splits (104 blocks) they were 9 % faster
+// than one head per block, so there at least 8 splits suffice.
+static bool attn_group_pays(int n_blocks, int n_split, bool mma) {
     static const int sms = [] {
         int n = 0;
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
         return std::max(n, 1);
     }();
-    return n_split >= 8 && n_blocks >= sms;
+    return n_split >= 8 && (mma || n_blocks >= sms);
 }
 
 // G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
@@ -674,7 +743,10 @@ static int attn_group(const rope_params& p, const void* kc, const void* vc, int 
     if (set == 1 || group < 2 || p.head_dim % 8 != 0 || nd > 8 || !aligned) return 1;
     const int cap = set > 0 ? std::min(set, attn_group_max(ndr)) : attn_group_max(ndr);
     const int blocks = (group + cap - 1) / cap;
-    if (set == 0 && !attn_group_pays(p.n_head_kv * blocks * n_split * n_rows, n_split)) return 1;
+    // The tensor-core form is not bit-equal to one head per block, so with it the choice ignores the batch: a
+    // sequence's step gives the same bits alone and in a batch (the batched and single steps use the same split count).
+    const bool mma = attention_pipe_setting() == k_attn_pipe_mma && detail::attn_mma_head(p.head_dim);
+    if (set == 0 && !attn_group_pays(p.n_head_kv * blocks * n_split * (mma ? 1 : n_rows), n_split, mma)) return 1;
     return (group + blocks - 1) / blocks;
 }
 
@@ -698,6 +770,12 @@ static void launch_attention_gqa(const float* q, int64_t q_stride, int n_rows, c
                                  int8_t* xq, float* xd, float* xs, int G, cudaStream_t s) {
     const dim3 grid{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split),
                     unsigned(n_rows)};
+    if (with_mma(p.head_dim, [&](auto k) {
+            using K = decltype(k);
+            detail::launch_smem(hc > 0 ? K::rows_fused : K::rows, grid, 32 * k_attn_warps, K::bytes, s, q, q_stride, kc,
+                                vc, slots, slot_stride, p, pos, partial, hc, counters, out, qb, xq, xd, xs, G);
+        }))
+        return;
     with_nd((p.head_dim + 31) / 32, [&](auto nd_c) {
         constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
         with_pipe([&](auto pipe_c) {
@@ -837,18 +915,26 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
         const dim3 grid_g{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split)};
-        with_nd(nd, [&](auto nd_c) {
-            constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
-            with_pipe([&](auto pipe_c) {
-                constexpr int P = decltype(pipe_c)::value;
-                auto* k = fused ? (early ? attn_rope_gqa_kernel<N, GB, true, true, P>
-                                         : attn_rope_gqa_kernel<N, GB, false, true, P>)
-                                : (early ? attn_rope_gqa_kernel<N, GB, true, false, P>
-                                         : attn_rope_gqa_kernel<N, GB, false, false, P>);
-                launch(k, grid_g, 32 * k_attn_warps * G, s, qkv, bias, p, pos, kc, vc, partial, fused ? hc : 0,
-                       counters, out, qb, quantize && fused ? xq : static_cast<int8_t*>(nullptr), xd, xs, G);
-            });
+        int8_t* xq_g = quantize && fused ? xq : static_cast<int8_t*>(nullptr);
+        const bool mma = with_mma(p.head_dim, [&](auto k) {
+            using K = decltype(k);
+            auto* kernel = fused ? (early ? K::rope_fused_early : K::rope_fused) : (early ? K::rope_early : K::rope);
+            detail::launch_smem(kernel, grid_g, 32 * k_attn_warps, K::bytes, s, qkv, bias, p, pos, kc, vc, partial,
+                                fused ? hc : 0, counters, out, qb, xq_g, xd, xs, G);
         });
+        if (!mma)
+            with_nd(nd, [&](auto nd_c) {
+                constexpr int N = decltype(nd_c)::value, GB = attn_group_max(N);
+                with_pipe([&](auto pipe_c) {
+                    constexpr int P = decltype(pipe_c)::value;
+                    auto* k = fused ? (early ? attn_rope_gqa_kernel<N, GB, true, true, P>
+                                             : attn_rope_gqa_kernel<N, GB, false, true, P>)
+                                    : (early ? attn_rope_gqa_kernel<N, GB, true, false, P>
+                                             : attn_rope_gqa_kernel<N, GB, false, false, P>);
+                    launch(k, grid_g, 32 * k_attn_warps * G, s, qkv, bias, p, pos, kc, vc, partial, fused ? hc : 0,
+                           counters, out, qb, xq_g, xd, xs, G);
+                });
+            });
         if (!fused) launch_attention_merge(partial, 1, p, n_split, out, q_block, xq, xd, xs, s);
         return true;
     }
@@ -876,6 +962,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
 // on the H100; docs/cuda.md, "Session 26": 17 splits one head per block 9 % slower than 16).
 int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split) {
     const rope_params p{n_head, n_head_kv, head_dim, head_dim, false, nullptr, nullptr};
+    configure_attn_mma();
     if (n_split <= 1 || attn_group(p, nullptr, nullptr, n_split, 1) > 1) return n_split;
     int per_sm = 0, sms = 0;
     with_rope_kernels((head_dim + 31) / 32, [&](auto k) {

@@ -39,9 +39,10 @@ __device__ __forceinline__ int attn_head_block(int h, int group, int G) {
     return h / group * ((group + G - 1) / G) + h % group / G;
 }
 
-// Keys [t0, min(t0 + T, jc)) of one KV head (head_off into cache rows of kv_dim) into tile buffers sk, sv ([T][32 ND]
-// f16, row r = key t0 + r), 16-byte cp.async copies spread over the block's threads; one commit group.
-template <int ND, int T>
+// Keys [t0, min(t0 + T, jc)) of one KV head (head_off into cache rows of kv_dim) into tile buffers sk, sv ([T][RSH]
+// f16, row r = key t0 + r), 16-byte cp.async copies spread over the block's threads; one commit group (also where
+// there is nothing to copy).
+template <int ND, int T, int RSH = 32 * ND>
 __device__ __forceinline__ void attn_tile_load(const __half* kc, const __half* vc, int t0, int jc, int kv_dim,
                                                int head_off, int hd, __half* sk, __half* sv) {
     // Row and piece by shifts where hd / 8 is a power of two: the integer divisions took ~100 of a warp's ~600
@@ -53,10 +54,31 @@ __device__ __forceinline__ void attn_tile_load(const __half* kc, const __half* v
         const bool is_v = c >= n;
         const int cc = is_v ? c - n : c;
         const int r = pow2 ? cc >> shift : cc / pieces, q = pow2 ? cc & (pieces - 1) : cc % pieces;
-        cp_async16((is_v ? sv : sk) + r * 32 * ND + q * 8,
-                   (is_v ? vc : kc) + int64_t(t0 + r) * kv_dim + head_off + q * 8);
+        cp_async16((is_v ? sv : sk) + r * RSH + q * 8, (is_v ? vc : kc) + int64_t(t0 + r) * kv_dim + head_off + q * 8);
     }
     cp_async_commit();
+}
+
+// The merge of one head's k_attn_warps stream states (sm[k], sl[k], accumulator k at sacc + k * acc_stride) into out =
+// (M, L, acc[hd]), attn_block_state's arithmetic and order; threads tl = 0 .. nt - 1 of the caller take the elements.
+__device__ __forceinline__ void attn_group_merge(const float* sm, const float* sl, const float* sacc, int acc_stride,
+                                                 float* out, int hd, int tl, int nt) {
+    constexpr int W = k_attn_warps;
+    float M = -INFINITY;
+    for (int k = 0; k < W; k++) M = fmaxf(M, sm[k]);
+    for (int d = tl; d < hd; d += nt) {
+        float a = 0;
+        for (int k = 0; k < W; k++)
+            if (sl[k] > 0) a = __fmaf_rn(sacc[k * acc_stride + d], expf(sm[k] - M), a);
+        out[2 + d] = a;
+    }
+    if (tl == 0) {
+        float L = 0;
+        for (int k = 0; k < W; k++)
+            if (sl[k] > 0) L = __fmaf_rn(sl[k], expf(sm[k] - M), L);
+        out[0] = M;
+        out[1] = L;
+    }
 }
 
 // attn_block_state of every head slot of a GQA block at once: the 4 stream warps of slot g (g < nh) merge their states
@@ -77,25 +99,7 @@ __device__ __forceinline__ void attn_group_state(float m, float l, const float (
 #pragma unroll
     for (int i = 0; i < ND; i++) sacc[w * 32 * ND + lane + 32 * i] = acc[i];
     __syncthreads();
-    if (g >= nh) return;
-    out += g * stride;
-    sm += g * W;
-    sl += g * W;
-    float M = -INFINITY;
-    for (int k = 0; k < W; k++) M = fmaxf(M, sm[k]);
-    for (int d = tl; d < hd; d += 32 * W) {
-        float a = 0;
-        for (int k = 0; k < W; k++)
-            if (sl[k] > 0) a = __fmaf_rn(sacc[k * 32 * ND + d], expf(sm[k] - M), a);
-        out[2 + d] = a;
-    }
-    if (tl == 0) {
-        float L = 0;
-        for (int k = 0; k < W; k++)
-            if (sl[k] > 0) L = __fmaf_rn(sl[k], expf(sm[k] - M), L);
-        out[0] = M;
-        out[1] = L;
-    }
+    if (g < nh) attn_group_merge(sm + g * W, sl + g * W, sacc, 32 * ND, out + g * stride, hd, tl, 32 * W);
 }
 
 // The lane holding key u's score after attn_gqa_keys' reduction of KB scores, and the key a lane holds.
@@ -180,23 +184,23 @@ __device__ __forceinline__ void attn_gqa_keys(const float (&qr)[ND], const __hal
     m = mm[KB];
 }
 
-// One GQA block: heads hs, split `split` of n_split. ROPE (the single step with RoPE and the KV write folded in, as
-// attn_rope_block): src is the row's qkv before bias and RoPE, the block rotates its q heads, and the block whose split
-// holds the new position pos = *pos_p rotates k and v (the first block of the KV head writes them to cache row pos) and
-// takes them from shared memory; with EARLY the first tile's copies are issued before the PDL wait. Else src is the
-// rotated q of the row, the caches hold every key, and the caller has passed the PDL wait. Partial states as
-// attn_partial_block's: partial[(h * n_split + split)] = (m, l, acc[hd]).
-template <int ND, int GB, bool ROPE, bool EARLY, int PIPE>
-__device__ __forceinline__ void attn_gqa_block(const float* src, const float* bias, const rope_params& p,
-                                               const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs, int split,
-                                               int n_split, float* partial) {
-    constexpr int T = attn_tile_keys(ND), RS = 32 * ND;
-    __shared__ __align__(16) __half s_kt[2][T * RS];
-    __shared__ __align__(16) __half s_vt[2][T * RS];
-    __shared__ float s_q[GB][RS];
-    __shared__ __half s_k[RS], s_v[RS];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
-    const int w = warp & (k_attn_warps - 1), g = warp / k_attn_warps;
+// A GQA block's split: cache rows [j0, jc) to copy, keys [j0, j1), the new position pos (ROPE: a key of this split
+// where has_new).
+struct attn_split_span {
+    int pos, j0, j1, jc;
+    bool has_new;
+};
+
+// The prologue of both GQA block forms: the PDL wait (ROPE and EARLY: after first(j0, jc) has issued the first tiles'
+// copies; else before), the split's span, and the block's q heads into s_q ([GB][SQ] f32). ROPE: the q heads rotated,
+// and where the split holds the new position its k and v rotated into s_k, s_v (f16), the KV head's first block also
+// writing them to cache row pos. The caller synchronizes the block before reading them.
+template <int GB, int SQ, bool ROPE, bool EARLY, typename First>
+__device__ __forceinline__ attn_split_span attn_gqa_setup(const float* src, const float* bias, const rope_params& p,
+                                                          const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs,
+                                                          int split, int n_split, float (*s_q)[SQ], __half* s_k,
+                                                          __half* s_v, First first) {
+    const int t = threadIdx.x;
     const int hd = p.head_dim, hd2 = hd / 2, half = p.n_rot / 2;
     const int group = p.n_head / p.n_head_kv, kvh = hs.h0 / group, kv_dim = p.n_head_kv * hd;
     if (ROPE && !EARLY) {
@@ -207,7 +211,7 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
     const int chunk = (n_keys + n_split - 1) / n_split;
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = ROPE ? min(j1, pos) : j1;  // cache rows [j0, jc)
     const bool has_new = ROPE && j0 <= pos && pos < j1;
-    attn_tile_load<ND, T>(kc, vc, j0, jc, kv_dim, kvh * hd, hd, s_kt[0], s_vt[0]);
+    first(j0, jc);
     if (ROPE && EARLY) {
         griddep_wait();
         griddep_launch();
@@ -250,6 +254,33 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
     } else {
         for (int e = t; e < hs.n * hd; e += blockDim.x) s_q[e / hd][e % hd] = src[int64_t(hs.h0) * hd + e];
     }
+    return {pos, j0, j1, jc, has_new};
+}
+
+// One GQA block: heads hs, split `split` of n_split. ROPE (the single step with RoPE and the KV write folded in, as
+// attn_rope_block): src is the row's qkv before bias and RoPE, the block rotates its q heads, and the block whose split
+// holds the new position pos = *pos_p rotates k and v (the first block of the KV head writes them to cache row pos) and
+// takes them from shared memory; with EARLY the first tile's copies are issued before the PDL wait. Else src is the
+// rotated q of the row, the caches hold every key, and the caller has passed the PDL wait. Partial states as
+// attn_partial_block's: partial[(h * n_split + split)] = (m, l, acc[hd]).
+template <int ND, int GB, bool ROPE, bool EARLY, int PIPE>
+__device__ __forceinline__ void attn_gqa_block(const float* src, const float* bias, const rope_params& p,
+                                               const int32_t* pos_p, __half* kc, __half* vc, attn_heads hs, int split,
+                                               int n_split, float* partial) {
+    constexpr int T = attn_tile_keys(ND), RS = 32 * ND;
+    __shared__ __align__(16) __half s_kt[2][T * RS];
+    __shared__ __align__(16) __half s_vt[2][T * RS];
+    __shared__ float s_q[GB][RS];
+    __shared__ __half s_k[RS], s_v[RS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    const int w = warp & (k_attn_warps - 1), g = warp / k_attn_warps;
+    const int hd = p.head_dim;
+    const int group = p.n_head / p.n_head_kv, kvh = hs.h0 / group, kv_dim = p.n_head_kv * hd;
+    const attn_split_span sp = attn_gqa_setup<GB, RS, ROPE, EARLY>(
+        src, bias, p, pos_p, kc, vc, hs, split, n_split, s_q, s_k, s_v,
+        [&](int j0, int jc) { attn_tile_load<ND, T>(kc, vc, j0, jc, kv_dim, kvh * hd, hd, s_kt[0], s_vt[0]); });
+    const int pos = sp.pos, j0 = sp.j0, j1 = sp.j1, jc = sp.jc;
+    const bool has_new = sp.has_new;
     __syncthreads();
     float qr[ND], acc[ND];
     attn_query_init<ND>(s_q[g], g < hs.n, lane, hd, qr, acc);

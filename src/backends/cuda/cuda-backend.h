@@ -89,10 +89,12 @@ void set_pdl(bool on);
 // MEMTILE_CUDA_ATTN_GROUP otherwise), 1 one head per block (the kernels before session 24), n at most n everywhere.
 // Every setting gives the same bits. Read when a graph is captured or a kernel launched; for checks and A/B benchmarks.
 void set_attention_group(int g);
-// The GQA attention blocks' key steps (attention-decode.cu, attn_gqa_keys): 1 a warp's keys of a tile batched
-// (default), 0 one key at a time (before session 26), -1 MEMTILE_CUDA_ATTN_PIPE or the default. Every setting gives the
-// same bits. Read when a graph is captured or a kernel launched; for checks and A/B benchmarks.
-constexpr int k_attention_pipes = 2;
+// The GQA attention blocks' key steps (attention-decode.cu): k_attention_pipe_mma (default; head_dim 64 or 128, else
+// form 1) on tensor cores, not bit-equal to one head per block (so with it a sequence's heads-per-block choice ignores
+// the batch); the forms 0 .. k_attention_pipes - 1, bit-equal to one head per block: 1 a warp's keys of a tile batched
+// (attn_gqa_keys), 0 one key at a time (before session 26); -1 MEMTILE_CUDA_ATTN_PIPE or the default. Read when a
+// graph is captured or a kernel launched.
+constexpr int k_attention_pipes = 2, k_attention_pipe_mma = 2;
 void set_attention_pipe(int pipe);
 // Kernel fusions of the decode step (decoder.cpp record(), docs/cuda.md), bits: 2 attention merge in the attention
 // kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the

@@ -1,6 +1,7 @@
 // Device helpers of the batched tensor-core products (matvec-mma.cu, matvec-mma-q6k.cu): mma.sync wrappers, the quad
 // word transpose, exact integer-to-float conversions, ldmatrix, f16 packing, cp.async, the block's reduction and store
-// and the Q6_K half's products. Only those two files include this header.
+// and the Q6_K half's products. Those two files and the decode attention's tensor-core key steps
+// (attention-gqa-mma.cuh) include this header.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -78,6 +79,16 @@ __device__ __forceinline__ float byte_to_float(uint32_t v) {
 __device__ __forceinline__ void ldmatrix_x4(const void* row, int (&o)[4]) {
     const unsigned a = unsigned(__cvta_generic_to_shared(row));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+// ldmatrix_x4 transposed: o[m] = elements (2 (lane % 4), lane / 4) and (2 (lane % 4) + 1, lane / 4) of matrix m (the
+// B fragment of an mma whose k runs along the matrix rows).
+__device__ __forceinline__ void ldmatrix_x4_trans(const void* row, int (&o)[4]) {
+    const unsigned a = unsigned(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3])
                  : "r"(a)
                  : "memory");
