@@ -235,6 +235,7 @@ struct attention_comparison {
     // Tensor-core runs of variants 1..3 (RoPE folded: the single step's kernels) not bit-equal to variant 0's (the
     // separate RoPE kernel: the batched step's kernels) at the same heads per block.
     int mma_differ = 0;
+    int mma_unchanged = 0;  // tensor-core runs bit-equal to one head per block
 };
 
 // RoPE, f16 KV cache and attention of the last of n_pos positions, on the GPU (every cuda::attention_check variant:
@@ -268,7 +269,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     // kernels take.
     int differ_grouped = 0, grouped = 0;
     double mma_nmse = 0;
-    int mma_runs = 0, mma_differ = 0;
+    int mma_runs = 0, mma_differ = 0, mma_unchanged = 0;
     std::vector<float> mma0[2];  // variant 0's tensor-core outputs at 2 and 8 heads per block
     for (int v = 0; v < 4; v++) {
         cuda::set_attention_group(1);
@@ -296,11 +297,22 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
             const size_t n = std::min({out.size(), one.size(), size_t(q_dim)});  // the attention outputs
             mma_nmse =
                 std::max(mma_nmse, nmse(std::span<const float>(out.data(), n), std::span<const float>(one.data(), n)));
+            mma_unchanged += same_bits(one, out);
             mma_runs++;
         }
         cuda::set_attention_pipe(-1);
     }
+    // The default grouping with the tensor-core form: the cluster-merge variants (4, 5: one head per block) must give
+    // the separate kernels' bits, i.e. not run one head per block where the batched step takes the tensor-core blocks.
     cuda::set_attention_group(0);
+    cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
+    {
+        const auto base0 = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, 0, q_block);
+        for (int v : {4, 5})
+            mma_differ += !same_bits(
+                base0, cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block));
+    }
+    cuda::set_attention_pipe(-1);
     kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);
     std::vector<float> q;
     for (int p = 0; p < n_pos; p++) {
@@ -319,6 +331,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     r.grouped = grouped;
     r.mma_nmse = mma_nmse;
     r.mma_differ = mma_differ;
+    r.mma_unchanged = mma_unchanged;
     r.mma_runs = (head_dim == 64 || head_dim == 128) && n_head > n_head_kv ? mma_runs : 0;
     for (int v = 0; v < 6; v++) {
         r.nmse[v] = nmse(std::vector<float>(gpu[v].begin(), gpu[v].begin() + q_dim), cpu_out);

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "backends/cuda/attention-group.h"
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/wave-splits.h"
 #include "core/error.h"
@@ -50,6 +51,39 @@ TEST(cuda_backend, attention_splits_fill_whole_waves) {
                 const auto waves = [&](int x) { return (int64_t(heads) * x + wave - 1) / wave; };
                 EXPECT_LE(waves(b) * s, waves(s) * b) << heads << " heads, " << s << " splits, wave " << wave;
             }
+}
+
+// The decode attention's heads per block (pure arithmetic: runs without a device). llama3-8b shapes on 132 SMs.
+TEST(cuda_backend, attention_heads_per_block) {
+    auto heads = [](int n_head, int n_head_kv, int hd, int n_split, int n_rows, bool mma, int setting = 0,
+                    bool aligned = true) {
+        return cuda::attn_group_heads({n_head, n_head_kv, hd, n_split, n_rows, setting, aligned, mma, 132});
+    };
+    // Forms 0 and 1: GQA blocks from 8 splits and a block per SM, the batch's rows counting.
+    EXPECT_EQ(heads(32, 8, 128, 4, 1, false), 1);   // context 512
+    EXPECT_EQ(heads(32, 8, 128, 13, 1, false), 1);  // 104 blocks
+    EXPECT_EQ(heads(32, 8, 128, 13, 8, false), 4);  // 832 blocks in a batch of 8
+    EXPECT_EQ(heads(32, 8, 128, 17, 1, false), 4);  // 136 blocks
+    EXPECT_EQ(heads(32, 8, 128, 4, 16, false), 1);  // fewer than 8 splits
+    // Tensor cores: from 8 splits whatever the grid, and a sequence takes the same blocks alone and in any batch.
+    EXPECT_EQ(heads(32, 8, 128, 13, 1, true), 4);
+    EXPECT_EQ(heads(32, 8, 128, 8, 1, true), 4);
+    EXPECT_EQ(heads(32, 8, 128, 7, 1, true), 1);
+    for (int s = 1; s <= 32; s++)
+        for (int rows = 2; rows <= 16; rows++)
+            EXPECT_EQ(heads(32, 8, 64, s, rows, true), heads(32, 8, 64, s, 1, true)) << s << " splits, " << rows;
+    // One head per block: MHA, head sizes that are not 16-byte rows or above 256, unaligned caches, the setting 1.
+    EXPECT_EQ(heads(32, 32, 128, 32, 1, true), 1);
+    EXPECT_EQ(heads(32, 8, 100, 32, 1, false), 1);
+    EXPECT_EQ(heads(32, 8, 288, 32, 1, false), 1);
+    EXPECT_EQ(heads(32, 8, 128, 32, 1, true, 0, false), 1);
+    EXPECT_EQ(heads(32, 8, 128, 32, 1, true, 1), 1);
+    // A forced count is capped by the kernels (4 heads; 2 at head_dim 256) and cut evenly: 7 query heads per KV head
+    // as 4 + 3, 3 as 2 + 1 under a cap of 2.
+    EXPECT_EQ(heads(32, 8, 128, 2, 1, false, 8), 4);
+    EXPECT_EQ(heads(16, 8, 256, 32, 1, false, 8), 2);
+    EXPECT_EQ(heads(28, 4, 128, 32, 1, true), 4);
+    EXPECT_EQ(heads(6, 2, 64, 1, 1, false, 2), 2);
 }
 
 TEST(cuda_backend, require_device_names_the_reason) {

@@ -15,6 +15,7 @@
 
 #include "backends/cuda/attention-gqa-mma.cuh"
 #include "backends/cuda/attention-gqa.cuh"
+#include "backends/cuda/attention-group.h"
 #include "backends/cuda/attention-steps.cuh"
 #include "backends/cuda/cuda-kernels.h"
 #include "backends/cuda/device-common.cuh"
@@ -28,7 +29,6 @@ namespace {
 using detail::attn_block_heads;
 using detail::attn_gqa_block;
 using detail::attn_gqa_block_mma;
-using detail::attn_group_max;
 using detail::attn_head_block;
 using detail::attn_heads;
 using detail::attn_key_step;
@@ -714,40 +714,19 @@ bool with_mma(int hd, F f) {
     return true;
 }
 
-// When the default takes GQA blocks (docs/cuda.md, "Session 25", "Session 26" and "Session 28", H100, llama3-8b
-// shapes: 8 KV heads of 4 query heads, tg128 at the depth that fills the context). With the key steps of forms 0 and 1
-// they hold 4 times the warps of a one-head block and are issue-bound, so a grid of few of them leaves SMs idle: at 9,
-// 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and 1.1 % slower than one head per block; from 17
-// splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in one wave there). At 4 splits (context 512, few
-// keys, little L2 traffic to save) the batched step at B=8 (256 blocks) was 1.8 % slower. So: at least 8 splits and a
-// block per SM. On tensor cores (mma) the blocks are not issue-bound: at 13 splits (104 blocks) they were 9 % faster
-// than one head per block, so there at least 8 splits suffice.
-static bool attn_group_pays(int n_blocks, int n_split, bool mma) {
+// attn_group_heads (attention-group.h) for these heads, caches and splits on this device.
+static int attn_group(const rope_params& p, const void* kc, const void* vc, int n_split, int n_rows,
+                      int64_t slot_stride = 0) {
     static const int sms = [] {
         int n = 0;
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
         return std::max(n, 1);
     }();
-    return n_split >= 8 && (mma || n_blocks >= sms);
-}
-
-// G for these heads, caches and splits: 1 (the one-head kernels) for MHA, head sizes that are not whole 16-byte pieces
-// or above 256 (the tiles' rows), caches (or per-sequence slots slot_stride halves apart) not aligned to 16 bytes, and
-// by default where attn_group_pays does not hold for n_rows rows.
-static int attn_group(const rope_params& p, const void* kc, const void* vc, int n_split, int n_rows,
-                      int64_t slot_stride = 0) {
-    const int group = p.n_head / p.n_head_kv, set = attention_group_setting();
-    const int nd = (p.head_dim + 31) / 32, ndr = nd <= 1 ? 1 : nd <= 2 ? 2 : nd <= 4 ? 4 : 8;
     const bool aligned =
         (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0 && slot_stride % 8 == 0;
-    if (set == 1 || group < 2 || p.head_dim % 8 != 0 || nd > 8 || !aligned) return 1;
-    const int cap = set > 0 ? std::min(set, attn_group_max(ndr)) : attn_group_max(ndr);
-    const int blocks = (group + cap - 1) / cap;
-    // The tensor-core form is not bit-equal to one head per block, so with it the choice ignores the batch: a
-    // sequence's step gives the same bits alone and in a batch (the batched and single steps use the same split count).
     const bool mma = attention_pipe_setting() == k_attn_pipe_mma && detail::attn_mma_head(p.head_dim);
-    if (set == 0 && !attn_group_pays(p.n_head_kv * blocks * n_split * (mma ? 1 : n_rows), n_split, mma)) return 1;
-    return (group + blocks - 1) / blocks;
+    return attn_group_heads(
+        {p.n_head, p.n_head_kv, p.head_dim, n_split, n_rows, attention_group_setting(), aligned, mma, sms});
 }
 
 // Calls f(std::integral_constant<int, ND>) for ND = nd rounded up to 1, 2, 4 or 8.
@@ -893,7 +872,10 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
     const int nd = (p.head_dim + 31) / 32;
     const dim3 grid{unsigned(p.n_head), unsigned(n_split)};
     const bool quantize = xq && q_block > 0;
-    if (cluster) {
+    const int G = attn_group(p, kc, vc, n_split, 1);
+    // The cluster merge runs one head per block: not where the tensor-core GQA blocks take the heads (at 8 splits),
+    // which the batched step would take for the same sequence (a batch of one must give the single step's bits).
+    if (cluster && !(G > 1 && detail::attn_mma_head(p.head_dim) && attention_pipe_setting() == k_attn_pipe_mma)) {
         const int hc = attn_chunk_heads(p, q_block, quantize);
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
@@ -911,7 +893,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
     }
     const int hc = counters ? attn_chunk_heads(p, q_block, quantize) : 0;
     const bool fused = hc > 0 && hc <= 32 && hc * p.head_dim <= 256 && n_split <= 32;
-    if (const int G = attn_group(p, kc, vc, n_split, 1); G > 1) {
+    if (G > 1) {
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
         const dim3 grid_g{unsigned(p.n_head_kv * ((p.n_head / p.n_head_kv + G - 1) / G)), unsigned(n_split)};

@@ -4,6 +4,7 @@
 
 #include <cuda_fp16.h>
 
+#include "backends/cuda/attention-group.h"
 #include "backends/cuda/attention-steps.cuh"
 #include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
@@ -18,9 +19,6 @@ namespace memtile::cuda::detail {
 // does, with attn_key_step's values (a tile's keys batched by attn_gqa_keys) and the same block-state arithmetic: the
 // same bits as one head per block (checked for every variant). GB: the kernels' bound on G (attn_group_max); head_dim %
 // 8 == 0 (16-byte rows).
-__host__ __device__ constexpr int attn_group_max(int nd) {
-    return nd >= 8 ? 2 : 4;
-}
 __host__ __device__ constexpr int attn_tile_keys(int nd) {
     return nd >= 8 ? 16 : 32;
 }
