@@ -702,10 +702,14 @@ static void configure_attn_mma() {
         cudaGetLastError();
     });
 }
-// Where the tensor-core form is set and applies to head_dim hd: calls f(attn_mma_kernels<hd / 32>{}) and returns true.
+// Whether the GQA blocks of head_dim hd take the tensor-core key steps (form 2 set, head_dim 64 or 128).
+static bool attn_mma_applies(int hd) {
+    return attention_pipe_setting() == k_attn_pipe_mma && detail::attn_mma_head(hd);
+}
+// Where attn_mma_applies(hd): calls f(attn_mma_kernels<hd / 32>{}) and returns true.
 template <typename F>
 bool with_mma(int hd, F f) {
-    if (attention_pipe_setting() != k_attn_pipe_mma || !detail::attn_mma_head(hd)) return false;
+    if (!attn_mma_applies(hd)) return false;
     configure_attn_mma();
     if (hd == 64)
         f(attn_mma_kernels<2>{});
@@ -724,7 +728,7 @@ static int attn_group(const rope_params& p, const void* kc, const void* vc, int 
     }();
     const bool aligned =
         (reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc)) % 16 == 0 && slot_stride % 8 == 0;
-    const bool mma = attention_pipe_setting() == k_attn_pipe_mma && detail::attn_mma_head(p.head_dim);
+    const bool mma = attn_mma_applies(p.head_dim);
     return attn_group_heads(
         {p.n_head, p.n_head_kv, p.head_dim, n_split, n_rows, attention_group_setting(), aligned, mma, sms});
 }
@@ -875,7 +879,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
     const int G = attn_group(p, kc, vc, n_split, 1);
     // The cluster merge runs one head per block: not where the tensor-core GQA blocks take the heads (at 8 splits),
     // which the batched step would take for the same sequence (a batch of one must give the single step's bits).
-    if (cluster && !(G > 1 && detail::attn_mma_head(p.head_dim) && attention_pipe_setting() == k_attn_pipe_mma)) {
+    if (cluster && !(G > 1 && attn_mma_applies(p.head_dim))) {
         const int hc = attn_chunk_heads(p, q_block, quantize);
         const int n = p.n_head * p.head_dim;
         const int qb = q_block == 256 && n % 256 == 0 ? 256 : 32;
