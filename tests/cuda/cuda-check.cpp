@@ -3,7 +3,8 @@
 // against the HBM read bandwidth probed in the same run. Built by MEMTILE_DEVICE_BUILD=ON (no GoogleTest,
 // CLI or server needed). Usage: memtile-cuda-check [--stories FILE.bin] [--kjv FILE.gguf] [--tmp DIR]
 //                               [--no-bench] [--bench-only] [--no-decode-bench] [--only FILE_TYPE]
-//                               [--sweep] [--diag] [--profile] [--sampling] [--fusion-bench] [--q6-bench]
+//                               [--sweep] [--diag] [--profile] [--profile-ctx N] (--profile's decoder context, 64;
+//                               the attention splits follow it) [--sampling] [--fusion-bench] [--q6-bench]
 //                               [--fusion-masks "MASK;MASK;..."] [--early-bench "LEVEL;LEVEL;..."]
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
@@ -904,6 +905,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
+    int profile_ctx = 64;
     uint32_t q6_ctx = 512;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
@@ -933,6 +935,8 @@ int main(int argc, char** argv) {
             profile = true;
         else if (a == "--batch-bench")
             batch_bench = true;
+        else if (a == "--profile-ctx" && i + 1 < argc)
+            profile_ctx = std::stoi(argv[++i]);
         else if (a == "--profile-batch")
             profile_batch = true;
         else if (a == "--sampling")
@@ -989,7 +993,7 @@ int main(int argc, char** argv) {
         // few matvecs for ncu: each bench_matvec(..., 1) launches its kernel 4 times.
         for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::q4_0, file_type::f16}) {
             if (only.empty() ? (ft == file_type::q4_0 || ft == file_type::f16) : only != file_type_name(ft)) continue;
-            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, 64, 11);
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, uint32_t(profile_ctx), 11);
             d->bench_decode(1, 0, 1);
         }
         cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
