@@ -87,9 +87,14 @@ __device__ __forceinline__ void attn_gqa_block_mma(const float* src, const float
                 sv[(sp.pos - t0) * RSH + e] = s_v[e];
             }
         // V rows past the split's keys are zeroed: their p is 0, but a stale row's Inf or NaN times 0 would not be.
-        if (const int valid = sp.j1 - t0; valid < T)
-            for (int e = threadIdx.x; e < (T - valid) * HD; e += blockDim.x)
-                sv[(valid + e / HD) * RSH + e % HD] = __float2half(0.0f);
+        // Only those of the warp that holds the split's last key (a warp past it skips the tile), by 16-byte stores:
+        // all rows past the keys, by halves, were a quarter of a warp's instructions where a split has few keys.
+        if (const int valid = sp.j1 - t0; valid < T) {
+            constexpr int P = HD / 8;  // 16-byte pieces of a row
+            const int rows = min(T, (valid + 15) & ~15) - valid;
+            for (int e = threadIdx.x; e < rows * P; e += blockDim.x)
+                *reinterpret_cast<uint4*>(sv + (valid + e / P) * RSH + e % P * 8) = make_uint4(0u, 0u, 0u, 0u);
+        }
         __syncthreads();
         const int kb = t0 + 16 * w;  // the warp's first key
         if (kb < sp.j1) {
