@@ -905,7 +905,7 @@ int main(int argc, char** argv) {
     std::string stories, kjv, tmp = "/tmp/memtile-cuda-check";
     bool do_bench = true, do_checks = true, do_old_bench = true, sweep = false, diag = false, profile = false;
     bool batch_bench = false, profile_batch = false;
-    int profile_ctx = 64;
+    uint32_t profile_ctx = 64;
     uint32_t q6_ctx = 512;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
@@ -935,9 +935,13 @@ int main(int argc, char** argv) {
             profile = true;
         else if (a == "--batch-bench")
             batch_bench = true;
-        else if (a == "--profile-ctx" && i + 1 < argc)
-            profile_ctx = std::stoi(argv[++i]);
-        else if (a == "--profile-batch")
+        else if (a == "--profile-ctx" && i + 1 < argc) {
+            profile_ctx = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+            if (profile_ctx < 2) {
+                fmt::print(stderr, "--profile-ctx: expected a context of at least 2 positions, got '{}'\n", argv[i]);
+                return 2;
+            }
+        } else if (a == "--profile-batch")
             profile_batch = true;
         else if (a == "--sampling")
             sampling_only = true;
@@ -993,7 +997,7 @@ int main(int argc, char** argv) {
         // few matvecs for ncu: each bench_matvec(..., 1) launches its kernel 4 times.
         for (file_type ft : {file_type::q4_k_m, file_type::q8_0, file_type::q4_0, file_type::f16}) {
             if (only.empty() ? (ft == file_type::q4_0 || ft == file_type::f16) : only != file_type_name(ft)) continue;
-            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, uint32_t(profile_ctx), 11);
+            auto d = cuda::decoder::random(find_preset("llama3-8b").config, ft, profile_ctx, 11);
             d->bench_decode(1, 0, 1);
         }
         cuda::bench_matvec(dtype::q4_k, 4096, 14336, 1);
