@@ -210,6 +210,12 @@ __device__ __forceinline__ attn_split_span attn_gqa_setup(const float* src, cons
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = ROPE ? min(j1, pos) : j1;  // cache rows [j0, jc)
     const bool has_new = ROPE && j0 <= pos && pos < j1;
     first(j0, jc);
+    // The sin and cos of the thread's first pair i0, taken before the PDL wait as attn_rope_block takes its own: a
+    // thread's pairs job % hd2 are all i0 where blockDim.x is a multiple of head_dim / 2 (head_dim 64 and 128), and
+    // each had cost a sincosf after the wait.
+    const int i0 = t % hd2;
+    float sn0 = 0, cs0 = 1;
+    if (ROPE && i0 < half) rope_sincos(p, pos, i0, sn0, cs0);
     if (ROPE && EARLY) {
         griddep_wait();
         griddep_launch();
@@ -230,8 +236,8 @@ __device__ __forceinline__ attn_split_span attn_gqa_setup(const float* src, cons
                 x1 = __fadd_rn(x1, bias[head * hd + b]);
             }
             if (!is_v && i < half) {
-                float sn, cs;
-                rope_sincos(p, pos, i, sn, cs);
+                float sn = sn0, cs = cs0;
+                if (i != i0) rope_sincos(p, pos, i, sn, cs);
                 rope_rotate(x0, x1, sn, cs);
             }
             if (is_q) {
