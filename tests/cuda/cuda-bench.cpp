@@ -777,3 +777,49 @@ void bench_batch_sampling() {
 }
 
 }  // namespace memtile::cuda_check
+
+namespace memtile::cuda_check {
+
+// --boundary-bench "P;P;...": bench_boundaries per entry P, a slice size in MB (1e6 bytes; 0: steps without bytes) or a
+// pattern "MB,MB,..." of a step's slices, repeated to a couple of GiB; every form alternated. GB/s (ratio to the
+// probe), us per slice, and each form's us per slice above form 0's (what a boundary costs in that form).
+void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
+    const char* names[cuda::k_boundary_forms] = {"one launch",   "PDL chain",      "PDL, loads early", "no PDL",
+                                                 "grid barrier", "barrier, early", "persistent, none"};
+    std::vector<int> forms;
+    for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);
+    fmt::print(
+        "\nboundary bench: slices of cold bytes read one after another, each step reading the previous one's "
+        "output; probe {:.0f} GB/s\n",
+        bw.hbm_read_gbs);
+    for (const auto& e : split_list(list)) {
+        std::vector<uint64_t> pattern;
+        uint64_t pattern_bytes = 0;
+        for (size_t a = 0; a <= e.size();) {
+            const size_t b = std::min(e.find(',', a), e.size());
+            const std::string item = e.substr(a, b - a);
+            char* end = nullptr;
+            const double mb = std::strtod(item.c_str(), &end);
+            if (item.empty() || *end || !(mb >= 0) || mb > 4096)
+                fail("check", "--boundary-bench: slice size '{}' of '{}' is not 0..4096 MB", item, e);
+            pattern.push_back(uint64_t(mb * 1e6));
+            pattern_bytes += pattern.back();
+            a = b + 1;
+        }
+        const size_t len = pattern.size();
+        const size_t by_bytes = pattern_bytes ? size_t((uint64_t(2) << 30) / pattern_bytes + 1) : 256 / len + 1;
+        const size_t repeats = std::max((15 + len) / len, std::min(by_bytes, std::max<size_t>(1, 512 / len)));
+        std::vector<uint64_t> slices;
+        for (size_t r = 0; r < repeats; r++) slices.insert(slices.end(), pattern.begin(), pattern.end());
+        const auto res = cuda::bench_boundaries(slices, forms, 5);
+        fmt::print("  slices {} MB x {} ({} slices, {:.0f} MB):\n", e, repeats, slices.size(),
+                   double(pattern_bytes) * double(repeats) / 1e6);
+        for (size_t k = 0; k < forms.size(); k++)
+            fmt::print("    {:17s} {:6.0f} GB/s ({:.3f})  {:8.2f} us/slice  {:+6.2f} us/boundary vs one launch\n",
+                       names[forms[k]], res[k].gbs, res[k].gbs / bw.hbm_read_gbs, res[k].us_per_slice,
+                       res[k].us_per_slice - res[0].us_per_slice);
+        std::fflush(stdout);
+    }
+}
+
+}  // namespace memtile::cuda_check

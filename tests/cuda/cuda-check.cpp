@@ -17,6 +17,8 @@
 //                               "G/P": also the GQA key steps P, cuda::set_attention_pipe; "G/P/S": also S
 //                               attention splits; --depth-preset NAME: another preset's shapes; --depth-batch B:
 //                               also the batched step of B sequences at each depth)
+//                               [--boundary-bench "MB;MB,MB,...;..."] (cold slices, or patterns of them, read as a
+//                               chain of dependent steps in every way of chaining them; 0: a step without bytes)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -899,6 +901,16 @@ void check_sampling(const std::vector<std::pair<std::string, std::string>>& mode
             }
 }
 
+// A decoder context from the command line: a whole number of positions in 2..k_max_ctx, nothing after it.
+constexpr unsigned long k_max_ctx = 1ul << 20;
+bool parse_positions(const char* arg, uint32_t& out) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(arg, &end, 10);
+    if (end == arg || *end || arg[0] == '-' || n < 2 || n > k_max_ctx) return false;
+    out = uint32_t(n);
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -908,7 +920,8 @@ int main(int argc, char** argv) {
     uint32_t profile_ctx = 64;
     uint32_t q6_ctx = 512;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
-    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes;
+    std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes,
+        boundary_list;
     std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b";
     int depth_batch = 0;
     for (int i = 1; i < argc; i++) {
@@ -936,9 +949,9 @@ int main(int argc, char** argv) {
         else if (a == "--batch-bench")
             batch_bench = true;
         else if (a == "--profile-ctx" && i + 1 < argc) {
-            profile_ctx = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-            if (profile_ctx < 2) {
-                fmt::print(stderr, "--profile-ctx: expected a context of at least 2 positions, got '{}'\n", argv[i]);
+            if (!parse_positions(argv[++i], profile_ctx)) {
+                fmt::print(stderr, "--profile-ctx: expected a context of 2..{} positions, got '{}'\n", k_max_ctx,
+                           argv[i]);
                 return 2;
             }
         } else if (a == "--profile-batch")
@@ -954,7 +967,10 @@ int main(int argc, char** argv) {
             q6_bench = true;
         else if (a == "--q6-ctx" && i + 1 < argc) {
             q6_bench = true;
-            q6_ctx = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+            if (!parse_positions(argv[++i], q6_ctx)) {
+                fmt::print(stderr, "--q6-ctx: expected a context of 2..{} positions, got '{}'\n", k_max_ctx, argv[i]);
+                return 2;
+            }
         } else if (a == "--early-bench" && i + 1 < argc)
             early_levels = argv[++i];
         else if (a == "--prefetch-bench" && i + 1 < argc)
@@ -969,6 +985,8 @@ int main(int argc, char** argv) {
             q6k_check = true;
         else if (a == "--attention-check")
             attn_check = true;
+        else if (a == "--boundary-bench" && i + 1 < argc)
+            boundary_list = argv[++i];
         else if (a == "--q4k-modes" && i + 1 < argc)
             q4k_modes = argv[++i];
         else if (a == "--depth-bench" && i + 1 < argc)
@@ -1099,7 +1117,9 @@ int main(int argc, char** argv) {
                 diagnose_model(test::make_synthetic(tmp, "tiny", file_type::q5_k_m));
             }
         }
-        if (!depth_list.empty()) {
+        if (!boundary_list.empty()) {
+            bench_boundary(bw, boundary_list);
+        } else if (!depth_list.empty()) {
             bench_depth(bw, depth_list, only, attn_groups, depth_preset, depth_batch);
         } else if (!q4k_modes.empty()) {
             if (!do_checks) check_q4k_modes();

@@ -56,6 +56,20 @@ double bench_matvec(dtype t, int64_t n_in, int64_t n_out, int reps, int rows = 0
 double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigned bits, bool warm, int rows = 0,
                          int warps = 0);
 
+// What chaining dependent steps costs in read bandwidth, apart from any arithmetic (boundary-bench.cu): slices of
+// cold bytes (slice_bytes, in order, each rounded up to 8 KiB units; 0: a step without bytes) read one after another,
+// each slice's step reading the previous one's output. Forms: 0 every slice in one launch (no boundary), 1 a launch per
+// slice with PDL, 2 the same with each block's loads issued before the PDL wait, 3 a launch per slice without PDL,
+// 4 one persistent launch with a grid-wide barrier between slices, 5 the same with each block's first unit of the
+// next slice loaded before the barrier, 6 one persistent launch without barriers. Medians of `reps` alternated runs.
+constexpr int k_boundary_forms = 7;
+struct boundary_figures {
+    double gbs = 0;           // the slices' bytes read per second (0 where they have none)
+    double us_per_slice = 0;  // the run's time ÷ the slices
+};
+std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slice_bytes, const std::vector<int>& forms,
+                                               int reps);
+
 // The decode step's matvec on GGUF rows (host memory: n_out rows of n_in elements of type t) and f32
 // activations x ([n_in], quantized on the device as the decode step does): y ([n_out], host). Op-level
 // checks against the CPU engine's matmul.

@@ -39,6 +39,9 @@ double cuda::bench_matvec(dtype, int64_t, int64_t, int, int, int, bool) {
 double cuda::bench_matvec_bits(dtype, int64_t, int64_t, int, unsigned, bool, int, int) {
     not_compiled();
 }
+std::vector<cuda::boundary_figures> cuda::bench_boundaries(const std::vector<uint64_t>&, const std::vector<int>&, int) {
+    not_compiled();
+}
 std::vector<float> cuda::matvec_gguf_rows(dtype, const uint8_t*, int64_t, int64_t, const float*) {
     not_compiled();
 }
