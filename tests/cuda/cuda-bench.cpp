@@ -784,8 +784,9 @@ namespace memtile::cuda_check {
 // pattern "MB,MB,..." of a step's slices, repeated to a couple of GiB; every form alternated. GB/s (ratio to the
 // probe), us per slice, and each form's us per slice above form 0's (what a boundary costs in that form).
 void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
-    const char* names[cuda::k_boundary_forms] = {"one launch",   "PDL chain",      "PDL, loads early", "no PDL",
-                                                 "grid barrier", "barrier, early", "persistent, none"};
+    const char* names[cuda::k_boundary_forms] = {"one launch",       "PDL chain",    "PDL, loads early",
+                                                 "no PDL",           "grid barrier", "barrier, early",
+                                                 "persistent, none", "wide barrier", "wide barrier, early"};
     std::vector<int> forms;
     for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);
     fmt::print(
@@ -815,7 +816,7 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
         fmt::print("  slices {} MB x {} ({} slices, {:.0f} MB):\n", e, repeats, slices.size(),
                    double(pattern_bytes) * double(repeats) / 1e6);
         for (size_t k = 0; k < forms.size(); k++)
-            fmt::print("    {:17s} {:6.0f} GB/s ({:.3f})  {:8.2f} us/slice  {:+6.2f} us/boundary vs one launch\n",
+            fmt::print("    {:19s} {:6.0f} GB/s ({:.3f})  {:8.2f} us/slice  {:+6.2f} us/boundary vs one launch\n",
                        names[forms[k]], res[k].gbs, res[k].gbs / bw.hbm_read_gbs, res[k].us_per_slice,
                        res[k].us_per_slice - res[0].us_per_slice);
         std::fflush(stdout);

@@ -20,11 +20,13 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
     for (int f : forms)
         if (f < 0 || f >= k_boundary_forms) fail("cuda", "boundary bench: no form {} (0..{})", f, k_boundary_forms - 1);
     require_device();
-    int sms = 0, per_sm = 0;
+    int sms = 0, per_sm = 0, per_sm_wide = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
-    // The persistent forms' grid: what every one of their kernels keeps resident (the cooperative launch checks it).
-    check(detail::boundary_persistent_blocks_per_sm(per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    const int grid_p = std::max(1, per_sm) * sms;
+    // The persistent forms' grids: what every one of their kernels keeps resident (the cooperative launch checks it).
+    check(detail::boundary_persistent_blocks_per_sm(false, per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    check(detail::boundary_persistent_blocks_per_sm(true, per_sm_wide),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    const int grid_p = std::max(1, per_sm) * sms, grid_w = std::max(1, per_sm_wide) * sms;
 
     // Units per slice: bytes / 8 KiB rounded up; a slice without bytes still has units (one per SM in the chains, one
     // per block in the persistent forms) that write its outputs and read the previous ones.
@@ -78,7 +80,8 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
             check(detail::launch_boundary_chain(false, false, bytes ? int(byte_units) : sms * n, w, x0, 1, ys, s),
                   "boundary bench launch");
         else if (f >= 4)
-            check(detail::launch_boundary_persistent(f != 6, f == 5, grid_p, w, pers_d, n, x0, 1, ys, bar, s),
+            check(detail::launch_boundary_persistent(f != 6, f == 5 || f == 8, f >= 7, f >= 7 ? grid_w : grid_p, w,
+                                                     pers_d, n, x0, 1, ys, bar, s),
                   "boundary bench cooperative launch");
         else
             check(cudaGraphLaunch(graphs[size_t(f)], s), "cudaGraphLaunch");

@@ -23,26 +23,42 @@ struct unit_loads {
     int4 v[k_loads];
 };
 
+// A block is SUB sub-blocks of 128 threads, each reading its own units; t: the thread within its sub-block.
+__device__ __forceinline__ unsigned sub_thread() {
+    return threadIdx.x % unsigned(k_threads);
+}
+
 // Thread t takes vectors t, t + 128, ...: each load instruction of a warp reads 512 contiguous bytes.
 __device__ __forceinline__ void load_unit(const int4* unit, unit_loads& u) {
 #pragma unroll
-    for (int k = 0; k < k_loads; k++) u.v[k] = __ldcs(unit + threadIdx.x + k * k_threads);
+    for (int k = 0; k < k_loads; k++) u.v[k] = __ldcs(unit + sub_thread() + k * k_threads);
 }
 
-// y[i] = the block's sum of (fold of its loads) x x[thread % nx]; x: the previous slice's output ([nx], nx >= 1).
+// The sub-block's 128 threads meet (the whole block where it is one sub-block).
+template <int SUB>
+__device__ __forceinline__ void sub_sync() {
+    if constexpr (SUB == 1)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + int(threadIdx.x / k_threads)), "r"(k_threads) : "memory");
+}
+
+// y[i] = the sub-block's sum of (fold of its loads) x x[t % nx]; x: the previous slice's output ([nx], nx >= 1).
+template <int SUB>
 __device__ __forceinline__ void finish_unit(const unit_loads& u, bool loaded, const float* x, int nx, float* y, int i) {
     int acc = 0;
     if (loaded)
 #pragma unroll
         for (int k = 0; k < k_loads; k++) acc ^= u.v[k].x ^ u.v[k].y ^ u.v[k].z ^ u.v[k].w;
-    float v = float(acc & 0xff) * x[threadIdx.x % unsigned(nx)];
+    float v = float(acc & 0xff) * x[sub_thread() % unsigned(nx)];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __shared__ float part[k_threads / 32];
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) y[i] = part[0] + part[1] + part[2] + part[3];
-    __syncthreads();  // part is reused by the persistent kernels' next unit
+    __shared__ float part[SUB][k_threads / 32];
+    float* p = part[threadIdx.x / k_threads];
+    if ((threadIdx.x & 31) == 0) p[sub_thread() >> 5] = v;
+    sub_sync<SUB>();
+    if (sub_thread() == 0) y[i] = p[0] + p[1] + p[2] + p[3];
+    sub_sync<SUB>();  // part is reused by the persistent kernels' next unit
 }
 
 // One slice per launch, one unit per block (w null: no loads, one block per unit of the empty slice).
@@ -55,7 +71,7 @@ __global__ void __launch_bounds__(k_threads) chain_kernel(const int4* w, const f
     griddep_wait();
     griddep_launch();
     if (!EARLY && unit) load_unit(unit, u);
-    finish_unit(u, unit != nullptr, x, nx, y, int(blockIdx.x));
+    finish_unit<1>(u, unit != nullptr, x, nx, y, int(blockIdx.x));
 }
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
@@ -68,9 +84,18 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 // k_barrier_groups or about gridDim.x / k_barrier_groups arrivals per barrier: a block arrives at its group's counter,
 // the group's last arrival at the top counter, whose last arrival releases every block through the flag.
 // bar: k_barrier_words words, zero at launch: the top counter, the flag and the group counters, 128 bytes apart.
+// FLAT (the wide forms, whose grids are 8 times smaller): one counter, each block's arrival a release add and its
+// wait an acquire poll of the same counter, no fences: one L2 round trip fewer than the two levels.
+template <bool FLAT>
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (FLAT && threadIdx.x == 0) {
+        unsigned old;
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar) : "memory");
+        while (load_acquire(bar) < gen * gridDim.x) {
+        }
+    }
+    if (!FLAT && threadIdx.x == 0) {
         const unsigned groups = min(unsigned(k_barrier_groups), gridDim.x);
         const unsigned g = blockIdx.x % groups, in_group = (gridDim.x - g + groups - 1) / groups;
         unsigned* flag = bar + 32;
@@ -85,15 +110,17 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
 }
 
-// Every slice in one launch of co-resident blocks (a cooperative launch), block b taking units b, b + grid, ... of
-// each slice. slices[i]: {units, first unit in w or -1 for no loads, where its outputs start in ys}. BARRIER: a
-// grid-wide barrier between slices (the dependency: slice i reads slice i - 1's outputs); without it the blocks run
-// on through the slices reading x0 (the no-boundary ceiling of this loop). EARLY: before each barrier a block issues
-// its first unit of the next slice, whose loads do not depend on the barrier.
-template <bool BARRIER, bool EARLY>
-__global__ void __launch_bounds__(k_threads)
+// Every slice in one launch of co-resident blocks (a cooperative launch) of SUB sub-blocks, sub-block j of block b
+// (c = b SUB + j) taking units c, c + SUB grid, ... of each slice. slices[i]: {units, first unit in w or -1 for no
+// loads, where its outputs start in ys}. BARRIER: a grid-wide barrier between slices (the dependency: slice i reads
+// slice i - 1's outputs); without it the blocks run on through the slices reading x0 (the no-boundary ceiling of this
+// loop). EARLY: before each barrier a block issues its first unit of the next slice, whose loads do not depend on the
+// barrier.
+template <bool BARRIER, bool EARLY, int SUB>
+__global__ void __launch_bounds__(k_threads* SUB)
     persistent_kernel(const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
                       unsigned* bar) {
+    const int c = int(blockIdx.x) * SUB + int(threadIdx.x / k_threads), stride = int(gridDim.x) * SUB;
     unit_loads next;
     bool have_next = false;
     for (int s = 0; s < n_slices; s++) {
@@ -102,22 +129,22 @@ __global__ void __launch_bounds__(k_threads)
         const bool dep = BARRIER && s > 0;
         const float* x = dep ? ys + slices[s - 1].y_at : x0;
         const int nx = dep ? slices[s - 1].units : nx0;
-        for (int i = int(blockIdx.x); i < sl.units; i += int(gridDim.x)) {
+        for (int i = c; i < sl.units; i += stride) {
             unit_loads u;
             if (have_next)
                 u = next;
             else if (slice)
                 load_unit(slice + uint64_t(i) * k_unit_vecs, u);
             have_next = false;
-            finish_unit(u, slice != nullptr, x, nx, ys + sl.y_at, i);
+            finish_unit<SUB>(u, slice != nullptr, x, nx, ys + sl.y_at, i);
         }
         if (!BARRIER || s + 1 == n_slices) continue;
         const boundary_slice nl = slices[s + 1];
-        if (EARLY && nl.first >= 0 && int(blockIdx.x) < nl.units) {
-            load_unit(w + (uint64_t(nl.first) + blockIdx.x) * k_unit_vecs, next);
+        if (EARLY && nl.first >= 0 && c < nl.units) {
+            load_unit(w + (uint64_t(nl.first) + uint64_t(c)) * k_unit_vecs, next);
             have_next = true;
         }
-        grid_barrier(bar, unsigned(s + 1));
+        grid_barrier<(SUB > 1)>(bar, unsigned(s + 1));
     }
 }
 
@@ -136,12 +163,12 @@ cudaError_t launch_chain(bool pdl, int grid, const int4* w, const float* x, int 
     return cudaLaunchKernelEx(&cfg, chain_kernel<EARLY>, w, x, nx, y);
 }
 
-template <bool BARRIER, bool EARLY>
+template <bool BARRIER, bool EARLY, int SUB>
 cudaError_t launch_persistent(int grid, const int4* w, const boundary_slice* slices, int n_slices, const float* x0,
                               int nx0, float* ys, unsigned* bar, cudaStream_t s) {
     void* args[] = {&w, &slices, &n_slices, &x0, &nx0, &ys, &bar};
-    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(persistent_kernel<BARRIER, EARLY>),
-                                       dim3(unsigned(grid)), dim3(k_threads), args, 0, s);
+    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(persistent_kernel<BARRIER, EARLY, SUB>),
+                                       dim3(unsigned(grid)), dim3(k_threads * SUB), args, 0, s);
 }
 
 }  // namespace
@@ -152,22 +179,32 @@ cudaError_t launch_boundary_chain(bool early, bool pdl, int grid, const void* w,
     return early ? launch_chain<true>(pdl, grid, p, x, nx, y, s) : launch_chain<false>(pdl, grid, p, x, nx, y, s);
 }
 
-cudaError_t launch_boundary_persistent(bool barrier, bool early, int grid, const void* w, const boundary_slice* slices,
-                                       int n_slices, const float* x0, int nx0, float* ys, unsigned* bar,
-                                       cudaStream_t s) {
+cudaError_t launch_boundary_persistent(bool barrier, bool early, bool wide, int grid, const void* w,
+                                       const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
+                                       unsigned* bar, cudaStream_t s) {
     const auto* p = static_cast<const int4*>(w);
-    if (!barrier) return launch_persistent<false, false>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
-    return early ? launch_persistent<true, true>(grid, p, slices, n_slices, x0, nx0, ys, bar, s)
-                 : launch_persistent<true, false>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
+    if (wide)
+        return early ? launch_persistent<true, true, k_wide_sub>(grid, p, slices, n_slices, x0, nx0, ys, bar, s)
+                     : launch_persistent<true, false, k_wide_sub>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
+    if (!barrier) return launch_persistent<false, false, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
+    return early ? launch_persistent<true, true, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s)
+                 : launch_persistent<true, false, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
 }
 
-cudaError_t boundary_persistent_blocks_per_sm(int& per_sm) {
+cudaError_t boundary_persistent_blocks_per_sm(bool wide, int& per_sm) {
     per_sm = 1 << 30;
-    for (const void* k : {reinterpret_cast<const void*>(persistent_kernel<true, false>),
-                          reinterpret_cast<const void*>(persistent_kernel<true, true>),
-                          reinterpret_cast<const void*>(persistent_kernel<false, false>)}) {
+    const void* narrow[] = {reinterpret_cast<const void*>(persistent_kernel<true, false, 1>),
+                            reinterpret_cast<const void*>(persistent_kernel<true, true, 1>),
+                            reinterpret_cast<const void*>(persistent_kernel<false, false, 1>)};
+    const void* wides[] = {reinterpret_cast<const void*>(persistent_kernel<true, false, k_wide_sub>),
+                           reinterpret_cast<const void*>(persistent_kernel<true, true, k_wide_sub>)};
+    const void* const* kernels = wide ? wides : narrow;
+    for (int j = 0, nk = wide ? 2 : 3; j < nk; j++) {
+        const void* k = kernels[j];
         int n = 0;
-        if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, k_threads, 0); e != cudaSuccess)
+        if (const cudaError_t e =
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, wide ? k_threads * k_wide_sub : k_threads, 0);
+            e != cudaSuccess)
             return e;
         per_sm = std::min(per_sm, n);
     }

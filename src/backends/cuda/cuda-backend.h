@@ -61,8 +61,9 @@ double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigne
 // each slice's step reading the previous one's output. Forms: 0 every slice in one launch (no boundary), 1 a launch per
 // slice with PDL, 2 the same with each block's loads issued before the PDL wait, 3 a launch per slice without PDL,
 // 4 one persistent launch with a grid-wide barrier between slices, 5 the same with each block's first unit of the
-// next slice loaded before the barrier, 6 one persistent launch without barriers. Medians of `reps` alternated runs.
-constexpr int k_boundary_forms = 7;
+// next slice loaded before the barrier, 6 one persistent launch without barriers, 7 and 8 as 4 and 5 in blocks of
+// 1,024 threads (8 times fewer barrier arrivals) with a one-level barrier. Medians of `reps` alternated runs.
+constexpr int k_boundary_forms = 9;
 struct boundary_figures {
     double gbs = 0;           // the slices' bytes read per second (0 where they have none)
     double us_per_slice = 0;  // the run's time ÷ the slices
