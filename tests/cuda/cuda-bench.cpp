@@ -780,13 +780,23 @@ void bench_batch_sampling() {
 
 namespace memtile::cuda_check {
 
-// --boundary-bench "P;P;...": bench_boundaries per entry P, a slice size in MB (1e6 bytes; 0: steps without bytes) or a
-// pattern "MB,MB,..." of a step's slices, repeated to a couple of GiB; every form alternated. GB/s (ratio to the
-// probe), us per slice, and each form's us per slice above form 0's (what a boundary costs in that form).
+// --boundary-bench "P;P;...": bench_boundaries per entry P, a slice size in MB (1e6 bytes, at most 1,024; 0: steps
+// without bytes) or a pattern "MB,MB,..." of a step's slices, repeated to about 2 GiB (at least 16 slices, at most 512
+// unless the pattern is longer; slices that total less than 256 MB, which the L2 could partly hold, are refused); every
+// form alternated. GB/s (ratio to the probe), us per slice, and each form's us per slice above form 0's (what a
+// boundary costs in that form).
 void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
-    const char* names[cuda::k_boundary_forms] = {"one launch",       "PDL chain",    "PDL, loads early",
-                                                 "no PDL",           "grid barrier", "barrier, early",
-                                                 "persistent, none", "wide barrier", "wide barrier, early"};
+    const char* names[cuda::k_boundary_forms] = {"one launch",
+                                                 "PDL chain",
+                                                 "PDL, loads early",
+                                                 "no PDL",
+                                                 "barrier",
+                                                 "barrier, early",
+                                                 "persistent, none",
+                                                 "wide, barrier",
+                                                 "wide, flat barrier",
+                                                 "wide, flat, early",
+                                                 "wide, none"};
     std::vector<int> forms;
     for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);
     fmt::print(
@@ -801,8 +811,8 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
             const std::string item = e.substr(a, b - a);
             char* end = nullptr;
             const double mb = std::strtod(item.c_str(), &end);
-            if (item.empty() || *end || !(mb >= 0) || mb > 4096)
-                fail("check", "--boundary-bench: slice size '{}' of '{}' is not 0..4096 MB", item, e);
+            if (item.empty() || *end || !(mb >= 0) || mb > 1024)
+                fail("check", "--boundary-bench: slice size '{}' of '{}' is not 0..1024 MB", item, e);
             pattern.push_back(uint64_t(mb * 1e6));
             pattern_bytes += pattern.back();
             a = b + 1;
@@ -810,15 +820,21 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
         const size_t len = pattern.size();
         const size_t by_bytes = pattern_bytes ? size_t((uint64_t(2) << 30) / pattern_bytes + 1) : 256 / len + 1;
         const size_t repeats = std::max((15 + len) / len, std::min(by_bytes, std::max<size_t>(1, 512 / len)));
+        if (pattern_bytes && double(pattern_bytes) * double(repeats) < 256e6)
+            fail("check", "--boundary-bench: the slices of '{}' total {:.0f} MB; at least 256 MB keep them out of L2",
+                 e, double(pattern_bytes) * double(repeats) / 1e6);
         std::vector<uint64_t> slices;
         for (size_t r = 0; r < repeats; r++) slices.insert(slices.end(), pattern.begin(), pattern.end());
         const auto res = cuda::bench_boundaries(slices, forms, 5);
         fmt::print("  slices {} MB x {} ({} slices, {:.0f} MB):\n", e, repeats, slices.size(),
                    double(pattern_bytes) * double(repeats) / 1e6);
-        for (size_t k = 0; k < forms.size(); k++)
-            fmt::print("    {:19s} {:6.0f} GB/s ({:.3f})  {:8.2f} us/slice  {:+6.2f} us/boundary vs one launch\n",
+        for (size_t k = 0; k < forms.size(); k++) {
+            const std::string grid =
+                res[k].blocks ? fmt::format("  ({} blocks x {})", res[k].blocks, res[k].threads) : std::string();
+            fmt::print("    {:19s} {:6.0f} GB/s ({:.3f})  {:8.2f} us/slice  {:+6.2f} us/slice above one launch{}\n",
                        names[forms[k]], res[k].gbs, res[k].gbs / bw.hbm_read_gbs, res[k].us_per_slice,
-                       res[k].us_per_slice - res[0].us_per_slice);
+                       res[k].us_per_slice - res[0].us_per_slice, grid);
+        }
         std::fflush(stdout);
     }
 }

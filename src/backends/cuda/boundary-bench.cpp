@@ -15,6 +15,7 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
                                                int reps) {
     using detail::boundary_slice;
     constexpr uint64_t unit = detail::k_boundary_unit_bytes;
+    static_assert(k_boundary_forms == 4 + detail::k_boundary_persistent_forms);
     const int n = int(slice_bytes.size());
     if (n < 2 || reps < 1) fail("cuda", "boundary bench: needs at least 2 slices and 1 repetition");
     for (int f : forms)
@@ -27,20 +28,23 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
     check(detail::boundary_persistent_blocks_per_sm(true, per_sm_wide),
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     const int grid_p = std::max(1, per_sm) * sms, grid_w = std::max(1, per_sm_wide) * sms;
+    const int subs_w = grid_w * detail::k_wide_sub;
 
     // Units per slice: bytes / 8 KiB rounded up; a slice without bytes still has units (one per SM in the chains, one
-    // per block in the persistent forms) that write its outputs and read the previous ones.
-    std::vector<boundary_slice> chain(static_cast<size_t>(n)), pers(static_cast<size_t>(n));
-    long long byte_units = 0, chain_y = 0, pers_y = 0;
-    int max_units = std::max(sms, grid_p);
+    // per sub-block in the persistent forms) that write its outputs and read the previous ones.
+    std::vector<boundary_slice> chain(static_cast<size_t>(n)), narrow(chain), wide(chain);
+    long long byte_units = 0, chain_y = 0, narrow_y = 0, wide_y = 0;
+    int max_units = std::max({sms, grid_p, subs_w});
     for (int i = 0; i < n; i++) {
         const auto u = int(std::min<uint64_t>((slice_bytes[size_t(i)] + unit - 1) / unit, 1u << 30));
         const long long first = u ? byte_units : -1;
         chain[size_t(i)] = {u ? u : sms, first, chain_y};
-        pers[size_t(i)] = {u ? u : grid_p, first, pers_y};
+        narrow[size_t(i)] = {u ? u : grid_p, first, narrow_y};
+        wide[size_t(i)] = {u ? u : subs_w, first, wide_y};
         byte_units += u;
         chain_y += chain[size_t(i)].units;
-        pers_y += pers[size_t(i)].units;
+        narrow_y += narrow[size_t(i)].units;
+        wide_y += wide[size_t(i)].units;
         max_units = std::max(max_units, u);
     }
     const uint64_t bytes = uint64_t(byte_units) * unit;
@@ -48,12 +52,17 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
     device_arena arena;
     auto* w = bytes ? static_cast<uint8_t*>(arena.get(bytes)) : nullptr;
     if (w) check(cudaMemset(w, 0x5a, bytes), "cudaMemset");
-    float* ys = static_cast<float*>(arena.get(sizeof(float) * uint64_t(std::max(chain_y, pers_y))));
+    float* ys = static_cast<float*>(arena.get(sizeof(float) * uint64_t(std::max({chain_y, narrow_y, wide_y}))));
     float* x0 = static_cast<float*>(arena.get(sizeof(float) * uint64_t(max_units)));
     check(cudaMemset(x0, 0, sizeof(float) * uint64_t(max_units)), "cudaMemset");
     auto* bar = static_cast<unsigned*>(arena.get(sizeof(unsigned) * detail::k_barrier_words));
-    auto* pers_d = static_cast<boundary_slice*>(arena.get(sizeof(boundary_slice) * size_t(n)));
-    check(cudaMemcpy(pers_d, pers.data(), sizeof(boundary_slice) * size_t(n), cudaMemcpyHostToDevice), "cudaMemcpy");
+    auto upload = [&](const std::vector<boundary_slice>& v) {
+        auto* d = static_cast<boundary_slice*>(arena.get(sizeof(boundary_slice) * v.size()));
+        check(cudaMemcpy(d, v.data(), sizeof(boundary_slice) * v.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+        return d;
+    };
+    const boundary_slice* narrow_d = upload(narrow);
+    const boundary_slice* wide_d = upload(wide);
     cudaStream_t s = nullptr;
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
 
@@ -75,13 +84,15 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
         check(cudaGraphInstantiate(&graphs[size_t(f)], g, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(g);
     }
+    // Forms 4-10: the persistent forms 0-6 of boundary-bench.h.
+    const auto is_wide = [](int f) { return f >= 4 && detail::boundary_persistent_wide(f - 4); };
     const auto run = [&](int f) {
         if (f == 0)  // every slice's bytes as one launch of one-unit blocks: no boundary
             check(detail::launch_boundary_chain(false, false, bytes ? int(byte_units) : sms * n, w, x0, 1, ys, s),
                   "boundary bench launch");
         else if (f >= 4)
-            check(detail::launch_boundary_persistent(f != 6, f == 5 || f == 8, f >= 7, f >= 7 ? grid_w : grid_p, w,
-                                                     pers_d, n, x0, 1, ys, bar, s),
+            check(detail::launch_boundary_persistent(f - 4, is_wide(f) ? grid_w : grid_p, w,
+                                                     is_wide(f) ? wide_d : narrow_d, n, x0, 1, ys, bar, s),
                   "boundary bench cooperative launch");
         else
             check(cudaGraphLaunch(graphs[size_t(f)], s), "cudaGraphLaunch");
@@ -91,7 +102,8 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
     check(cudaEventCreate(&b), "cudaEventCreate");
     std::vector<std::vector<double>> us(forms.size());
     // Every form once untimed, then the forms alternated `reps` times (callers size the slices to total many times
-    // the L2, so that each pass reads them from DRAM).
+    // the L2, so that each pass reads them from DRAM). The GPU is idle at each start, so the events also bracket the
+    // host's submission of the graph or launch (a few us per run: under 1 % of a 2 GB pass).
     for (int r = -1; r < reps; r++)
         for (size_t k = 0; k < forms.size(); k++) {
             check(cudaMemsetAsync(bar, 0, sizeof(unsigned) * detail::k_barrier_words, s), "cudaMemsetAsync");
@@ -109,10 +121,18 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
         if (g) cudaGraphExecDestroy(g);
     cudaStreamDestroy(s);
     std::vector<boundary_figures> out;
-    for (auto& v : us) {
+    for (size_t k = 0; k < forms.size(); k++) {
+        auto& v = us[k];
         std::sort(v.begin(), v.end());
         const double t = v[v.size() / 2];
-        out.push_back({double(bytes) / (t * 1e-6) / 1e9, t / n});
+        const int f = forms[k];
+        out.push_back({double(bytes) / (t * 1e-6) / 1e9, t / n,
+                       f < 4        ? 0
+                       : is_wide(f) ? grid_w
+                                    : grid_p,
+                       f < 4        ? 0
+                       : is_wide(f) ? 1024
+                                    : 128});
     }
     return out;
 }

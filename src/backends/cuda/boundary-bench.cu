@@ -80,22 +80,21 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     return v;
 }
 
-// Barrier number `gen` (1, 2, ...) of the whole grid, in two levels so that no address takes more than
-// k_barrier_groups or about gridDim.x / k_barrier_groups arrivals per barrier: a block arrives at its group's counter,
-// the group's last arrival at the top counter, whose last arrival releases every block through the flag.
-// bar: k_barrier_words words, zero at launch: the top counter, the flag and the group counters, 128 bytes apart.
-// FLAT (the wide forms, whose grids are 8 times smaller): one counter, each block's arrival a release add and its
-// wait an acquire poll of the same counter, no fences: one L2 round trip fewer than the two levels.
-template <bool FLAT>
+// Barrier number `gen` (1, 2, ...) of the whole grid (bar: k_barrier_words words, zero at launch). BAR 1: two levels,
+// so that no address takes more than k_barrier_groups or about gridDim.x / k_barrier_groups arrivals: a block arrives
+// at its group's counter (fenced), the group's last arrival at the top counter, whose last arrival releases every block
+// through the flag; the top counter, the flag and the group counters lie 128 bytes apart. BAR 2: one counter, each
+// block's arrival a release add and its wait an acquire poll of the same counter, no fences.
+template <int BAR>
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
-    if (FLAT && threadIdx.x == 0) {
+    if (BAR == 2 && threadIdx.x == 0) {
         unsigned old;
         asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar) : "memory");
         while (load_acquire(bar) < gen * gridDim.x) {
         }
     }
-    if (!FLAT && threadIdx.x == 0) {
+    if (BAR == 1 && threadIdx.x == 0) {
         const unsigned groups = min(unsigned(k_barrier_groups), gridDim.x);
         const unsigned g = blockIdx.x % groups, in_group = (gridDim.x - g + groups - 1) / groups;
         unsigned* flag = bar + 32;
@@ -110,13 +109,20 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
 }
 
-// Every slice in one launch of co-resident blocks (a cooperative launch) of SUB sub-blocks, sub-block j of block b
-// (c = b SUB + j) taking units c, c + SUB grid, ... of each slice. slices[i]: {units, first unit in w or -1 for no
-// loads, where its outputs start in ys}. BARRIER: a grid-wide barrier between slices (the dependency: slice i reads
-// slice i - 1's outputs); without it the blocks run on through the slices reading x0 (the no-boundary ceiling of this
-// loop). EARLY: before each barrier a block issues its first unit of the next slice, whose loads do not depend on the
-// barrier.
-template <bool BARRIER, bool EARLY, int SUB>
+// The first unit of a slice for sub-block c of `stride`: c shifted by the units of the slices before it (y_at), so that
+// a slice of fewer units than sub-blocks does not always leave the same sub-blocks idle (the no-barrier form runs on).
+__device__ __forceinline__ int first_unit(int c, int stride, long long y_at) {
+    const int i = c - int(y_at % stride);
+    return i < 0 ? i + stride : i;
+}
+
+// Every slice in one launch of co-resident blocks (a cooperative launch) of SUB sub-blocks of 128 threads; sub-block
+// c = b SUB + j (block b, sub-block j) takes the units first_unit(c), + SUB grid, ... of each slice. slices[i]: {units,
+// first unit in w or -1 for no loads, where its outputs start in ys (also the units before it)}. BAR: the grid-wide
+// barrier between slices (1, 2: grid_barrier; the dependency: slice i reads slice i - 1's outputs); 0: none, the
+// blocks run on through the slices reading x0 (the no-boundary ceiling of this loop). EARLY: before each barrier a
+// sub-block issues its first unit of the next slice, whose loads do not depend on the barrier.
+template <int SUB, int BAR, bool EARLY>
 __global__ void __launch_bounds__(k_threads* SUB)
     persistent_kernel(const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
                       unsigned* bar) {
@@ -126,10 +132,10 @@ __global__ void __launch_bounds__(k_threads* SUB)
     for (int s = 0; s < n_slices; s++) {
         const boundary_slice sl = slices[s];
         const int4* slice = sl.first >= 0 ? w + uint64_t(sl.first) * k_unit_vecs : nullptr;
-        const bool dep = BARRIER && s > 0;
+        const bool dep = BAR != 0 && s > 0;
         const float* x = dep ? ys + slices[s - 1].y_at : x0;
         const int nx = dep ? slices[s - 1].units : nx0;
-        for (int i = c; i < sl.units; i += stride) {
+        for (int i = first_unit(c, stride, sl.y_at); i < sl.units; i += stride) {
             unit_loads u;
             if (have_next)
                 u = next;
@@ -138,13 +144,14 @@ __global__ void __launch_bounds__(k_threads* SUB)
             have_next = false;
             finish_unit<SUB>(u, slice != nullptr, x, nx, ys + sl.y_at, i);
         }
-        if (!BARRIER || s + 1 == n_slices) continue;
+        if (BAR == 0 || s + 1 == n_slices) continue;
         const boundary_slice nl = slices[s + 1];
-        if (EARLY && nl.first >= 0 && c < nl.units) {
-            load_unit(w + (uint64_t(nl.first) + uint64_t(c)) * k_unit_vecs, next);
+        const int ni = first_unit(c, stride, nl.y_at);
+        if (EARLY && nl.first >= 0 && ni < nl.units) {
+            load_unit(w + (uint64_t(nl.first) + uint64_t(ni)) * k_unit_vecs, next);
             have_next = true;
         }
-        grid_barrier<(SUB > 1)>(bar, unsigned(s + 1));
+        grid_barrier<BAR>(bar, unsigned(s + 1));
     }
 }
 
@@ -163,13 +170,30 @@ cudaError_t launch_chain(bool pdl, int grid, const int4* w, const float* x, int 
     return cudaLaunchKernelEx(&cfg, chain_kernel<EARLY>, w, x, nx, y);
 }
 
-template <bool BARRIER, bool EARLY, int SUB>
+template <int SUB, int BAR, bool EARLY>
 cudaError_t launch_persistent(int grid, const int4* w, const boundary_slice* slices, int n_slices, const float* x0,
                               int nx0, float* ys, unsigned* bar, cudaStream_t s) {
     void* args[] = {&w, &slices, &n_slices, &x0, &nx0, &ys, &bar};
-    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(persistent_kernel<BARRIER, EARLY, SUB>),
+    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(persistent_kernel<SUB, BAR, EARLY>),
                                        dim3(unsigned(grid)), dim3(k_threads * SUB), args, 0, s);
 }
+
+// The persistent forms' kernels (k_boundary_persistent: {wide, barrier, early}).
+using persistent_fn = cudaError_t (*)(int, const int4*, const boundary_slice*, int, const float*, int, float*,
+                                      unsigned*, cudaStream_t);
+constexpr persistent_fn k_persistent[k_boundary_persistent_forms] = {
+    launch_persistent<1, 1, false>,          launch_persistent<1, 1, true>,
+    launch_persistent<1, 0, false>,          launch_persistent<k_wide_sub, 1, false>,
+    launch_persistent<k_wide_sub, 2, false>, launch_persistent<k_wide_sub, 2, true>,
+    launch_persistent<k_wide_sub, 0, false>};
+const void* const k_persistent_kernels[k_boundary_persistent_forms] = {
+    reinterpret_cast<const void*>(persistent_kernel<1, 1, false>),
+    reinterpret_cast<const void*>(persistent_kernel<1, 1, true>),
+    reinterpret_cast<const void*>(persistent_kernel<1, 0, false>),
+    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 1, false>),
+    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 2, false>),
+    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 2, true>),
+    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 0, false>)};
 
 }  // namespace
 
@@ -179,31 +203,19 @@ cudaError_t launch_boundary_chain(bool early, bool pdl, int grid, const void* w,
     return early ? launch_chain<true>(pdl, grid, p, x, nx, y, s) : launch_chain<false>(pdl, grid, p, x, nx, y, s);
 }
 
-cudaError_t launch_boundary_persistent(bool barrier, bool early, bool wide, int grid, const void* w,
-                                       const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
-                                       unsigned* bar, cudaStream_t s) {
-    const auto* p = static_cast<const int4*>(w);
-    if (wide)
-        return early ? launch_persistent<true, true, k_wide_sub>(grid, p, slices, n_slices, x0, nx0, ys, bar, s)
-                     : launch_persistent<true, false, k_wide_sub>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
-    if (!barrier) return launch_persistent<false, false, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
-    return early ? launch_persistent<true, true, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s)
-                 : launch_persistent<true, false, 1>(grid, p, slices, n_slices, x0, nx0, ys, bar, s);
+cudaError_t launch_boundary_persistent(int form, int grid, const void* w, const boundary_slice* slices, int n_slices,
+                                       const float* x0, int nx0, float* ys, unsigned* bar, cudaStream_t s) {
+    if (form < 0 || form >= k_boundary_persistent_forms) return cudaErrorInvalidValue;
+    return k_persistent[form](grid, static_cast<const int4*>(w), slices, n_slices, x0, nx0, ys, bar, s);
 }
 
 cudaError_t boundary_persistent_blocks_per_sm(bool wide, int& per_sm) {
     per_sm = 1 << 30;
-    const void* narrow[] = {reinterpret_cast<const void*>(persistent_kernel<true, false, 1>),
-                            reinterpret_cast<const void*>(persistent_kernel<true, true, 1>),
-                            reinterpret_cast<const void*>(persistent_kernel<false, false, 1>)};
-    const void* wides[] = {reinterpret_cast<const void*>(persistent_kernel<true, false, k_wide_sub>),
-                           reinterpret_cast<const void*>(persistent_kernel<true, true, k_wide_sub>)};
-    const void* const* kernels = wide ? wides : narrow;
-    for (int j = 0, nk = wide ? 2 : 3; j < nk; j++) {
-        const void* k = kernels[j];
+    for (int f = 0; f < k_boundary_persistent_forms; f++) {
+        if (boundary_persistent_wide(f) != wide) continue;
         int n = 0;
-        if (const cudaError_t e =
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, wide ? k_threads * k_wide_sub : k_threads, 0);
+        if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, k_persistent_kernels[f], wide ? k_threads * k_wide_sub : k_threads, 0);
             e != cudaSuccess)
             return e;
         per_sm = std::min(per_sm, n);

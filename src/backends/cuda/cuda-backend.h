@@ -59,14 +59,17 @@ double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigne
 // What chaining dependent steps costs in read bandwidth, apart from any arithmetic (boundary-bench.cu): slices of
 // cold bytes (slice_bytes, in order, each rounded up to 8 KiB units; 0: a step without bytes) read one after another,
 // each slice's step reading the previous one's output. Forms: 0 every slice in one launch (no boundary), 1 a launch per
-// slice with PDL, 2 the same with each block's loads issued before the PDL wait, 3 a launch per slice without PDL,
-// 4 one persistent launch with a grid-wide barrier between slices, 5 the same with each block's first unit of the
-// next slice loaded before the barrier, 6 one persistent launch without barriers, 7 and 8 as 4 and 5 in blocks of
-// 1,024 threads (8 times fewer barrier arrivals) with a one-level barrier. Medians of `reps` alternated runs.
-constexpr int k_boundary_forms = 9;
+// slice with PDL, 2 the same with each block's loads issued before the PDL wait, 3 a launch per slice without PDL;
+// one persistent (cooperative) launch of 128-thread blocks: 4 with a two-level grid barrier between slices, 5 the same
+// with each block's first unit of the next slice loaded before the barrier, 6 without barriers; of 1,024-thread blocks:
+// 7 with the two-level barrier, 8 with a one-level release / acquire barrier, 9 the same with the early unit, 10
+// without barriers. Medians of `reps` alternated runs.
+constexpr int k_boundary_forms = 11;
 struct boundary_figures {
     double gbs = 0;           // the slices' bytes read per second (0 where they have none)
-    double us_per_slice = 0;  // the run's time ÷ the slices
+    double us_per_slice = 0;  // the run's time / the slices
+    int blocks = 0;           // the persistent forms' grid (0: the chains, one block per 8 KiB unit)
+    int threads = 0;          // their threads per block
 };
 std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slice_bytes, const std::vector<int>& forms,
                                                int reps);
