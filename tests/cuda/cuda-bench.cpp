@@ -806,17 +806,15 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
     for (const auto& e : split_list(list)) {
         std::vector<uint64_t> pattern;
         uint64_t pattern_bytes = 0;
-        for (size_t a = 0; a <= e.size();) {
-            const size_t b = std::min(e.find(',', a), e.size());
-            const std::string item = e.substr(a, b - a);
+        for (const auto& item : split_list(e, ',')) {
             char* end = nullptr;
             const double mb = std::strtod(item.c_str(), &end);
             if (item.empty() || *end || !(mb >= 0) || mb > 1024)
                 fail("check", "--boundary-bench: slice size '{}' of '{}' is not 0..1024 MB", item, e);
             pattern.push_back(uint64_t(mb * 1e6));
             pattern_bytes += pattern.back();
-            a = b + 1;
         }
+        if (pattern.empty()) fail("check", "--boundary-bench: an empty entry in '{}'", list);
         const size_t len = pattern.size();
         const size_t by_bytes = pattern_bytes ? size_t((uint64_t(2) << 30) / pattern_bytes + 1) : 256 / len + 1;
         const size_t repeats = std::max((15 + len) / len, std::min(by_bytes, std::max<size_t>(1, 512 / len)));

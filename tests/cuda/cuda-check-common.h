@@ -45,11 +45,12 @@ inline void apply(const prefetch_setting& p) {
     cuda::set_matvec_early(p.early);
 }
 
-// "a;b;c" -> {"a", "b", "c"}: the benches' lists of masks or levels (semicolons, as the shell passes them quoted).
-inline std::vector<std::string> split_list(const std::string& s) {
+// "a;b;c" -> {"a", "b", "c"}: the benches' lists of masks or levels (semicolons, as the shell passes them quoted;
+// sep: another separator, e.g. the commas inside one entry).
+inline std::vector<std::string> split_list(const std::string& s, char sep = ';') {
     std::vector<std::string> v;
     for (size_t a = 0; a < s.size();) {
-        const size_t b = std::min(s.find(';', a), s.size());
+        const size_t b = std::min(s.find(sep, a), s.size());
         v.push_back(s.substr(a, b - a));
         a = b + 1;
     }
