@@ -151,9 +151,7 @@ __device__ __forceinline__ void attn_gqa_block_mma(const float* src, const float
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     // The 4 warps' states per head slot through the tile buffers (no copy is in flight: the groups past the last tile
-    // are empty), merged with attn_group_merge's arithmetic and order (the same bits), all slots at once: the slots'
-    // maxima and the weights expf(m - M) once per state, then one element per thread and pass. attn_group_merge per
-    // slot took 4 expf per element, slot after slot.
+    // are empty), merged by attn_slots_merge.
     cp_async_wait<0>();
     static_assert(shape::smem_bytes >= int(sizeof(float)) * GB * (W * (3 + HD) + 1), "the merge's scratch");
     float* sm = reinterpret_cast<float*>(tiles);  // [GB][W] the states' maxima
@@ -173,29 +171,9 @@ __device__ __forceinline__ void attn_gqa_block_mma(const float* src, const float
         }
     }
     __syncthreads();
-    if (const int e = int(threadIdx.x), g = e / W; e < hs.n * W) {
-        float M = -INFINITY;
-        for (int k = 0; k < W; k++) M = fmaxf(M, sm[g * W + k]);
-        sw[e] = expf(sm[e] - M);  // NaN where every state of the slot is empty: read only where sl > 0
-        if (e % W == 0) s_max[g] = M;
-    }
-    __syncthreads();
     constexpr int64_t out_slot = HD + 2;  // partial: [head][split] states of (M, L, acc[HD])
-    float* out = partial + (int64_t(hs.h0) * n_split + split) * out_slot;
-    for (int e = int(threadIdx.x); e < hs.n * HD; e += int(blockDim.x)) {
-        const int g = e / HD, d = e % HD;
-        float a = 0;
-        for (int k = 0; k < W; k++)
-            if (sl[g * W + k] > 0) a = __fmaf_rn(sacc[(g * W + k) * HD + d], sw[g * W + k], a);
-        out[g * n_split * out_slot + 2 + d] = a;
-    }
-    if (const int g = int(threadIdx.x); g < hs.n) {
-        float L = 0;
-        for (int k = 0; k < W; k++)
-            if (sl[g * W + k] > 0) L = __fmaf_rn(sl[g * W + k], sw[g * W + k], L);
-        out[g * n_split * out_slot] = s_max[g];
-        out[g * n_split * out_slot + 1] = L;
-    }
+    attn_slots_merge<GB>(sm, sl, sw, s_max, sacc, HD, hs.n, HD, partial + (int64_t(hs.h0) * n_split + split) * out_slot,
+                         int64_t(n_split) * out_slot);
 }
 
 }  // namespace memtile::cuda::detail

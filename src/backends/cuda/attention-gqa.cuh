@@ -57,47 +57,63 @@ __device__ __forceinline__ void attn_tile_load(const __half* kc, const __half* v
     cp_async_commit();
 }
 
-// The merge of one head's k_attn_warps stream states (sm[k], sl[k], accumulator k at sacc + k * acc_stride) into out =
-// (M, L, acc[hd]), attn_block_state's arithmetic and order; threads tl = 0 .. nt - 1 of the caller take the elements.
-__device__ __forceinline__ void attn_group_merge(const float* sm, const float* sl, const float* sacc, int acc_stride,
-                                                 float* out, int hd, int tl, int nt) {
+// The merge of the k_attn_warps stream states of each of the block's n_slots head slots, attn_block_state's
+// arithmetic and order (the same bits), every slot at once: slot g's maximum M and the weights expf(m - M) of its
+// states once per state, then one output element per thread and pass. sm, sl: [GB][W] the states' maxima and sums,
+// written by the caller before a block barrier; sacc: state k of slot g's accumulator at sacc + (g W + k) acc_stride;
+// sw ([GB][W]) and s_max ([GB]): shared scratch. Out: slot g's (M, L, acc[hd]) at out + g out_stride. Every thread of
+// the block calls it.
+template <int GB>
+__device__ __forceinline__ void attn_slots_merge(const float* sm, const float* sl, float* sw, float* s_max,
+                                                 const float* sacc, int acc_stride, int n_slots, int hd, float* out,
+                                                 int64_t out_stride) {
     constexpr int W = k_attn_warps;
-    float M = -INFINITY;
-    for (int k = 0; k < W; k++) M = fmaxf(M, sm[k]);
-    for (int d = tl; d < hd; d += nt) {
+    if (const int e = int(threadIdx.x), g = e / W; e < n_slots * W) {
+        float M = -INFINITY;
+        for (int k = 0; k < W; k++) M = fmaxf(M, sm[g * W + k]);
+        sw[e] = expf(sm[e] - M);  // NaN where every state of the slot is empty: read only where sl > 0
+        if (e % W == 0) s_max[g] = M;
+    }
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < n_slots * hd; e += int(blockDim.x)) {
+        const int g = e / hd, d = e % hd;
         float a = 0;
         for (int k = 0; k < W; k++)
-            if (sl[k] > 0) a = __fmaf_rn(sacc[k * acc_stride + d], expf(sm[k] - M), a);
-        out[2 + d] = a;
+            if (sl[g * W + k] > 0) a = __fmaf_rn(sacc[(g * W + k) * acc_stride + d], sw[g * W + k], a);
+        out[g * out_stride + 2 + d] = a;
     }
-    if (tl == 0) {
+    if (const int g = int(threadIdx.x); g < n_slots) {
         float L = 0;
         for (int k = 0; k < W; k++)
-            if (sl[k] > 0) L = __fmaf_rn(sl[k], expf(sm[k] - M), L);
-        out[0] = M;
-        out[1] = L;
+            if (sl[g * W + k] > 0) L = __fmaf_rn(sl[g * W + k], sw[g * W + k], L);
+        out[g * out_stride] = s_max[g];
+        out[g * out_stride + 1] = L;
     }
 }
 
 // attn_block_state of every head slot of a GQA block at once: the 4 stream warps of slot g (g < nh) merge their states
-// into out + g * stride, with attn_block_state's arithmetic and order (the same bits). scratch: shared memory of
-// GB * 4 * (2 + 32 ND) floats that no thread reads or writes any more (the key tiles after their last barrier).
+// into out + g * stride by attn_slots_merge. scratch: shared memory of GB * (4 * (3 + 32 ND) + 1) floats that no thread
+// reads or writes any more (the key tiles after their last barrier).
 template <int ND, int GB>
 __device__ __forceinline__ void attn_group_state(float m, float l, const float (&acc)[ND], int g, int nh, float* out,
                                                  int64_t stride, int hd, float* scratch) {
-    constexpr int W = k_attn_warps;
-    const int w = (threadIdx.x >> 5) & (W - 1), lane = threadIdx.x & 31, tl = threadIdx.x & (32 * W - 1);
-    float* sm = scratch;                          // [GB][W]
-    float* sl = sm + GB * W;                      // [GB][W]
-    float* sacc = sl + GB * W + g * W * 32 * ND;  // this slot's [W][32 ND]
-    if (lane == 0) {
-        sm[g * W + w] = m;
-        sl[g * W + w] = l;
-    }
+    constexpr int W = k_attn_warps, RS = 32 * ND;
+    const int w = (threadIdx.x >> 5) & (W - 1), lane = threadIdx.x & 31;
+    float* sm = scratch;         // [GB][W]
+    float* sl = sm + GB * W;     // [GB][W]
+    float* sw = sl + GB * W;     // [GB][W]
+    float* s_max = sw + GB * W;  // [GB]
+    float* sacc = s_max + GB;    // [GB][W][RS]
+    if (g < GB) {
+        if (lane == 0) {
+            sm[g * W + w] = m;
+            sl[g * W + w] = l;
+        }
 #pragma unroll
-    for (int i = 0; i < ND; i++) sacc[w * 32 * ND + lane + 32 * i] = acc[i];
+        for (int i = 0; i < ND; i++) sacc[(g * W + w) * RS + lane + 32 * i] = acc[i];
+    }
     __syncthreads();
-    if (g < nh) attn_group_merge(sm + g * W, sl + g * W, sacc, 32 * ND, out + g * stride, hd, tl, 32 * W);
+    attn_slots_merge<GB>(sm, sl, sw, s_max, sacc, RS, nh, hd, out, stride);
 }
 
 // The lane holding key u's score after attn_gqa_keys' reduction of KB scores, and the key a lane holds.
@@ -329,7 +345,7 @@ __device__ __forceinline__ void attn_gqa_block(const float* src, const float* bi
         }
         __syncthreads();  // the next iteration's copies overwrite this tile's buffer
     }
-    static_assert(sizeof(s_kt) >= sizeof(float) * GB * k_attn_warps * (2 + RS), "attn_group_state's scratch");
+    static_assert(sizeof(s_kt) >= sizeof(float) * GB * (k_attn_warps * (3 + RS) + 1), "attn_group_state's scratch");
     attn_group_state<ND, GB>(m, l, acc, g, hs.n, partial + (int64_t(hs.h0) * n_split + split) * (hd + 2),
                              int64_t(n_split) * (hd + 2), hd, reinterpret_cast<float*>(&s_kt[0][0]));
 }
