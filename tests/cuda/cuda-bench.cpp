@@ -796,7 +796,13 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
                                                  "wide, barrier",
                                                  "wide, flat barrier",
                                                  "wide, flat, early",
-                                                 "wide, none"};
+                                                 "wide, none",
+                                                 "wide, flat, backoff",
+                                                 "cp.async ring, flat",
+                                                 "bulk ring, flat",
+                                                 "cp.async ring, defer",
+                                                 "bulk ring, defer",
+                                                 "bulk ring, none"};
     std::vector<int> forms;
     for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);
     fmt::print(

@@ -84,7 +84,7 @@ std::vector<boundary_figures> bench_boundaries(const std::vector<uint64_t>& slic
         check(cudaGraphInstantiate(&graphs[size_t(f)], g, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(g);
     }
-    // Forms 4-10: the persistent forms 0-6 of boundary-bench.h.
+    // Forms 4-16: the persistent forms 0-12 of boundary-bench.h.
     const auto is_wide = [](int f) { return f >= 4 && detail::boundary_persistent_wide(f - 4); };
     const auto run = [&](int f) {
         if (f == 0)  // every slice's bytes as one launch of one-unit blocks: no boundary

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "backends/cuda/boundary-bench.h"
+#include "backends/cuda/device-common.cuh"
 #include "backends/cuda/launch.cuh"
 
 namespace memtile::cuda::detail {
@@ -84,15 +85,26 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 // so that no address takes more than k_barrier_groups or about gridDim.x / k_barrier_groups arrivals: a block arrives
 // at its group's counter (fenced), the group's last arrival at the top counter, whose last arrival releases every block
 // through the flag; the top counter, the flag and the group counters lie 128 bytes apart. BAR 2: one counter, each
-// block's arrival a release add and its wait an acquire poll of the same counter, no fences.
+// block's arrival a release add and its wait an acquire poll of the same counter, no fences. BAR 3: BAR 2 with a
+// 64 ns sleep between polls, so that the polls leave the counter's L2 slice to the arrivals.
+// BAR 2 and 3 in two halves, for thread 0: the arrival, and the wait for every block's arrival number gen.
+__device__ __forceinline__ void flat_arrive(unsigned* bar) {
+    // the old value is not needed, but atom (not red) keeps session 32's measured form
+    asm volatile("{\n .reg .u32 old;\n atom.add.release.gpu.u32 old, [%0], 1;\n}" ::"l"(bar) : "memory");
+}
+template <int BAR>
+__device__ __forceinline__ void flat_wait(const unsigned* bar, unsigned gen) {
+    while (load_acquire(bar) < gen * gridDim.x) {
+        if constexpr (BAR == 3) __nanosleep(64);
+    }
+}
+
 template <int BAR>
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
-    if (BAR == 2 && threadIdx.x == 0) {
-        unsigned old;
-        asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar) : "memory");
-        while (load_acquire(bar) < gen * gridDim.x) {
-        }
+    if ((BAR == 2 || BAR == 3) && threadIdx.x == 0) {
+        flat_arrive(bar);
+        flat_wait<BAR>(bar, gen);
     }
     if (BAR == 1 && threadIdx.x == 0) {
         const unsigned groups = min(unsigned(k_barrier_groups), gridDim.x);
@@ -155,6 +167,128 @@ __global__ void __launch_bounds__(k_threads* SUB)
     }
 }
 
+// Bulk copies (TMA, sm_90) of one unit into shared memory, completing on an mbarrier of shared memory.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return unsigned(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* mbar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(mbar)) : "memory");
+}
+// The producer's arrival announcing `bytes`, then the copy that completes them.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* mbar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(mbar)), "r"(bytes)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(mbar))
+        : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* mbar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+            : "=r"(done)
+            : "r"(smem_addr(mbar)), "r"(parity)
+            : "memory");
+}
+
+// The persistent loop with its loads decoupled from the barriers: each sub-block copies its units into a ring of
+// DEPTH units in shared memory, DEPTH units ahead of the one it finishes, across slices and barriers (slices without
+// bytes take no slot), so that the reads of the next slices can stream while the sub-block waits at a barrier; a
+// unit's loads depend on no output. BULK false: every thread copies the vectors load_unit reads (cp.async, 16 bytes
+// each) and reads back only those, so its own cp.async wait is the only synchronisation. BULK true: one thread of the
+// sub-block's second warp copies the whole unit (cp.async.bulk, completing on the slot's mbarrier) and every thread
+// waits on that mbarrier, so that the thread which arrives at the grid barrier (thread 0, whose release must order
+// its earlier stores) has no copy of its own in flight. DEFER (BAR 2 or 3): the copy that refills the slot of a
+// slice's last unit is issued after the block's arrival at the barrier instead of before it, so that the arrival does
+// not queue behind it. Shared memory: [DEPTH][SUB][k_unit_vecs] int4 (dynamic).
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER = false>
+__global__ void __launch_bounds__(k_threads* SUB, 1)
+    ring_kernel(const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
+                unsigned* bar) {
+    extern __shared__ int4 ring[];
+    __shared__ uint64_t mbar[DEPTH][SUB];
+    const int sub = int(threadIdx.x / k_threads);
+    const int c = int(blockIdx.x) * SUB + sub, stride = int(gridDim.x) * SUB;
+    const bool producer = sub_thread() == 32;
+    if (BULK && producer)
+        for (int d = 0; d < DEPTH; d++) mbar_init(&mbar[d][sub]);
+    if (BULK) {
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        __syncthreads();
+    }
+    // The next unit to copy: unit li of slice ls (ls == n_slices: none left).
+    int ls = 0, li = first_unit(c, stride, slices[0].y_at);
+    auto issue = [&](int slot) {
+        while (ls < n_slices && (slices[ls].first < 0 || li >= slices[ls].units))
+            if (++ls < n_slices) li = first_unit(c, stride, slices[ls].y_at);
+        if (ls < n_slices) {
+            const int4* src = w + (uint64_t(slices[ls].first) + uint64_t(li)) * k_unit_vecs;
+            int4* dst = ring + (uint64_t(slot) * SUB + uint64_t(sub)) * k_unit_vecs;
+            if constexpr (BULK) {
+                if (producer) {
+                    // the slot was last read through the generic proxy (ordered by finish_unit's barrier)
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    bulk_copy(dst, src, unsigned(k_boundary_unit_bytes), &mbar[slot][sub]);
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < k_loads; k++)
+                    cp_async16(dst + sub_thread() + k * k_threads, src + sub_thread() + k * k_threads);
+            }
+            li += stride;
+        }
+        if constexpr (!BULK) cp_async_commit();  // an empty group past the last unit keeps the count of groups per unit
+    };
+#pragma unroll
+    for (int d = 0; d < DEPTH; d++) issue(d);
+    int slot = 0, pending = -1;  // pending: the slot whose refill waits for the barrier's arrival (DEFER)
+    unsigned phases = 0;         // bit d: the parity of slot d's next completion
+    for (int s = 0; s < n_slices; s++) {
+        const boundary_slice sl = slices[s];
+        const bool dep = BAR != 0 && s > 0;
+        const float* x = dep ? ys + slices[s - 1].y_at : x0;
+        const int nx = dep ? slices[s - 1].units : nx0;
+        for (int i = first_unit(c, stride, sl.y_at); i < sl.units; i += stride) {
+            unit_loads u;
+            if (sl.first >= 0) {
+                if constexpr (BULK) {
+                    mbar_wait(&mbar[slot][sub], (phases >> slot) & 1u);
+                    phases ^= 1u << slot;
+                } else {
+                    cp_async_wait<DEPTH - 1>();
+                }
+                const int4* src = ring + (uint64_t(slot) * SUB + uint64_t(sub)) * k_unit_vecs;
+#pragma unroll
+                for (int k = 0; k < k_loads; k++) u.v[k] = src[sub_thread() + k * k_threads];
+            }
+            finish_unit<SUB>(u, sl.first >= 0, x, nx, ys + sl.y_at, i);
+            if (sl.first >= 0) {
+                if (DEFER && i + stride >= sl.units && s + 1 < n_slices)
+                    pending = slot;
+                else
+                    issue(slot);
+                slot = slot + 1 == DEPTH ? 0 : slot + 1;
+            }
+        }
+        if (BAR == 0 || s + 1 == n_slices) continue;
+        if constexpr (DEFER) {
+            static_assert(BAR == 2 || BAR == 3, "deferred refills need the one-level barrier");
+            __syncthreads();
+            if (threadIdx.x == 0) flat_arrive(bar);
+            __syncthreads();  // the arrival is issued before any thread's refill
+            if (pending >= 0) issue(pending);
+            pending = -1;
+            if (threadIdx.x == 0) flat_wait<BAR>(bar, unsigned(s + 1));
+            __syncthreads();
+        } else {
+            grid_barrier<BAR>(bar, unsigned(s + 1));
+        }
+    }
+    if constexpr (!BULK) cp_async_wait_all();
+}
+
 // One chain launch with the PDL attribute on or off (independent of set_pdl: this bench compares both).
 template <bool EARLY>
 cudaError_t launch_chain(bool pdl, int grid, const int4* w, const float* x, int nx, float* y, cudaStream_t s) {
@@ -178,22 +312,52 @@ cudaError_t launch_persistent(int grid, const int4* w, const boundary_slice* sli
                                        dim3(unsigned(grid)), dim3(k_threads * SUB), args, 0, s);
 }
 
-// The persistent forms' kernels (k_boundary_persistent: {wide, barrier, early}).
+template <int SUB, int DEPTH>
+constexpr size_t ring_bytes() {
+    return size_t(DEPTH) * SUB * k_boundary_unit_bytes;
+}
+
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER>
+cudaError_t launch_ring(int grid, const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0,
+                        float* ys, unsigned* bar, cudaStream_t s) {
+    void* args[] = {&w, &slices, &n_slices, &x0, &nx0, &ys, &bar};
+    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(ring_kernel<SUB, BAR, DEPTH, BULK, DEFER>),
+                                       dim3(unsigned(grid)), dim3(k_threads * SUB), args, ring_bytes<SUB, DEPTH>(), s);
+}
+
+// The persistent forms (boundary-bench.h's order): each one's launch, kernel and dynamic shared memory.
 using persistent_fn = cudaError_t (*)(int, const int4*, const boundary_slice*, int, const float*, int, float*,
                                       unsigned*, cudaStream_t);
-constexpr persistent_fn k_persistent[k_boundary_persistent_forms] = {
-    launch_persistent<1, 1, false>,          launch_persistent<1, 1, true>,
-    launch_persistent<1, 0, false>,          launch_persistent<k_wide_sub, 1, false>,
-    launch_persistent<k_wide_sub, 2, false>, launch_persistent<k_wide_sub, 2, true>,
-    launch_persistent<k_wide_sub, 0, false>};
-const void* const k_persistent_kernels[k_boundary_persistent_forms] = {
-    reinterpret_cast<const void*>(persistent_kernel<1, 1, false>),
-    reinterpret_cast<const void*>(persistent_kernel<1, 1, true>),
-    reinterpret_cast<const void*>(persistent_kernel<1, 0, false>),
-    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 1, false>),
-    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 2, false>),
-    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 2, true>),
-    reinterpret_cast<const void*>(persistent_kernel<k_wide_sub, 0, false>)};
+struct persistent_form {
+    persistent_fn launch;
+    const void* kernel;
+    size_t smem;
+};
+template <int SUB, int BAR, bool EARLY>
+persistent_form plain_form() {
+    return {launch_persistent<SUB, BAR, EARLY>, reinterpret_cast<const void*>(persistent_kernel<SUB, BAR, EARLY>), 0};
+}
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER = false>
+persistent_form ring_form() {
+    return {launch_ring<SUB, BAR, DEPTH, BULK, DEFER>,
+            reinterpret_cast<const void*>(ring_kernel<SUB, BAR, DEPTH, BULK, DEFER>), ring_bytes<SUB, DEPTH>()};
+}
+const persistent_form& persistent(int form) {
+    static const persistent_form forms[k_boundary_persistent_forms] = {plain_form<1, 1, false>(),
+                                                                       plain_form<1, 1, true>(),
+                                                                       plain_form<1, 0, false>(),
+                                                                       plain_form<k_wide_sub, 1, false>(),
+                                                                       plain_form<k_wide_sub, 2, false>(),
+                                                                       plain_form<k_wide_sub, 2, true>(),
+                                                                       plain_form<k_wide_sub, 0, false>(),
+                                                                       plain_form<k_wide_sub, 3, false>(),
+                                                                       ring_form<k_wide_sub, 2, 3, false>(),
+                                                                       ring_form<k_wide_sub, 2, 3, true>(),
+                                                                       ring_form<k_wide_sub, 2, 3, false, true>(),
+                                                                       ring_form<k_wide_sub, 2, 3, true, true>(),
+                                                                       ring_form<k_wide_sub, 0, 3, true>()};
+    return forms[form];
+}
 
 }  // namespace
 
@@ -206,16 +370,22 @@ cudaError_t launch_boundary_chain(bool early, bool pdl, int grid, const void* w,
 cudaError_t launch_boundary_persistent(int form, int grid, const void* w, const boundary_slice* slices, int n_slices,
                                        const float* x0, int nx0, float* ys, unsigned* bar, cudaStream_t s) {
     if (form < 0 || form >= k_boundary_persistent_forms) return cudaErrorInvalidValue;
-    return k_persistent[form](grid, static_cast<const int4*>(w), slices, n_slices, x0, nx0, ys, bar, s);
+    return persistent(form).launch(grid, static_cast<const int4*>(w), slices, n_slices, x0, nx0, ys, bar, s);
 }
 
 cudaError_t boundary_persistent_blocks_per_sm(bool wide, int& per_sm) {
     per_sm = 1 << 30;
     for (int f = 0; f < k_boundary_persistent_forms; f++) {
         if (boundary_persistent_wide(f) != wide) continue;
+        const persistent_form& p = persistent(f);
+        if (p.smem)
+            if (const cudaError_t e =
+                    cudaFuncSetAttribute(p.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem));
+                e != cudaSuccess)
+                return e;
         int n = 0;
         if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &n, k_persistent_kernels[f], wide ? k_threads * k_wide_sub : k_threads, 0);
+                &n, p.kernel, wide ? k_threads * k_wide_sub : k_threads, p.smem);
             e != cudaSuccess)
             return e;
         per_sm = std::min(per_sm, n);

@@ -14,10 +14,13 @@ constexpr int k_barrier_groups = 64;
 constexpr int k_barrier_words = 32 * (2 + k_barrier_groups);
 // The wide persistent forms' blocks: 8 sub-blocks of 128 threads (1,024 threads per block).
 constexpr int k_wide_sub = 8;
-// The persistent forms, in the order of cuda-backend.h's forms 4-10: 128-thread blocks with the two-level barrier,
+// The persistent forms, in the order of cuda-backend.h's forms 4-16: 128-thread blocks with the two-level barrier,
 // the same with the next slice's first unit loaded before it, without barriers; 1,024-thread blocks with the
-// two-level barrier, with the one-level one, the same with the early unit, without barriers.
-constexpr int k_boundary_persistent_forms = 7;
+// two-level barrier, with the one-level one, the same with the early unit, without barriers, with the one-level one
+// polling with backoff; 1,024-thread blocks with their units copied into a shared-memory ring of 3 per sub-block ahead
+// of the one-level barrier: by cp.async, by bulk copies, the same two with the last refill before each barrier issued
+// after the arrival; bulk copies without barriers.
+constexpr int k_boundary_persistent_forms = 13;
 constexpr bool boundary_persistent_wide(int form) {
     return form >= 3;
 }

@@ -63,8 +63,12 @@ double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigne
 // one persistent (cooperative) launch of 128-thread blocks: 4 with a two-level grid barrier between slices, 5 the same
 // with each block's first unit of the next slice loaded before the barrier, 6 without barriers; of 1,024-thread blocks:
 // 7 with the two-level barrier, 8 with a one-level release / acquire barrier, 9 the same with the early unit, 10
-// without barriers. Medians of `reps` alternated runs.
-constexpr int k_boundary_forms = 11;
+// without barriers, 11 the one-level barrier polling with backoff; 1,024-thread blocks whose sub-blocks copy their
+// units into a ring in shared memory ahead of the barriers (the reads of later slices can stream while a block waits):
+// 3 units per sub-block, the one-level barrier: 12 by cp.async, 13 by bulk copies (TMA), 14 and 15 the same with the
+// refill of a slice's last unit issued after the block's arrival at the barrier, 16 bulk copies without barriers.
+// Medians of `reps` alternated runs.
+constexpr int k_boundary_forms = 17;
 struct boundary_figures {
     double gbs = 0;           // the slices' bytes read per second (0 where they have none)
     double us_per_slice = 0;  // the run's time / the slices
