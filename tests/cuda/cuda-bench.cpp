@@ -802,7 +802,6 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
                                                  "bulk ring, flat",
                                                  "cp.async ring, defer",
                                                  "bulk ring, defer",
-                                                 "bulk ring, defer 2",
                                                  "bulk ring, none"};
     std::vector<int> forms;
     for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);

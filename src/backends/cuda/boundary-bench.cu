@@ -200,11 +200,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t* mbar, unsigned parity) {
 // each) and reads back only those, so its own cp.async wait is the only synchronisation. BULK true: one thread of the
 // sub-block's second warp copies the whole unit (cp.async.bulk, completing on the slot's mbarrier) and every thread
 // waits on that mbarrier, so that the thread which arrives at the grid barrier (thread 0, whose release must order
-// its earlier stores) has no copy of its own in flight. DEFER: the copy that refills the slot of a slice's last unit
-// is issued 1 (BAR 2 or 3) after the block's arrival at the barrier instead of before it, so that the arrival does not
-// queue behind it, 2 (BULK) after the next slice's first unit (its loads of the previous outputs) instead, so that
-// nothing on the barrier's path queues behind it. Shared memory: [DEPTH][SUB][k_unit_vecs] int4 (dynamic).
-template <int SUB, int BAR, int DEPTH, bool BULK, int DEFER = 0>
+// its earlier stores) has no copy of its own in flight. DEFER (BAR 2 or 3): the copy that refills the slot of a
+// slice's last unit is issued after the block's arrival at the barrier instead of before it, so that the arrival does
+// not queue behind it. Shared memory: [DEPTH][SUB][k_unit_vecs] int4 (dynamic).
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER = false>
 __global__ void __launch_bounds__(k_threads* SUB, 1)
     ring_kernel(const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0, float* ys,
                 unsigned* bar) {
@@ -244,10 +243,8 @@ __global__ void __launch_bounds__(k_threads* SUB, 1)
     };
 #pragma unroll
     for (int d = 0; d < DEPTH; d++) issue(d);
-    static_assert(DEFER != 2 || BULK, "a refill after later copies needs the slots' own completions");
-    int slot = 0, pending = -1;  // pending: the slot whose refill is deferred (DEFER), from slice pending_s
-    int pending_s = -1;
-    unsigned phases = 0;  // bit d: the parity of slot d's next completion
+    int slot = 0, pending = -1;  // pending: the slot whose refill waits for the barrier's arrival (DEFER)
+    unsigned phases = 0;         // bit d: the parity of slot d's next completion
     for (int s = 0; s < n_slices; s++) {
         const boundary_slice sl = slices[s];
         const bool dep = BAR != 0 && s > 0;
@@ -267,26 +264,16 @@ __global__ void __launch_bounds__(k_threads* SUB, 1)
                 for (int k = 0; k < k_loads; k++) u.v[k] = src[sub_thread() + k * k_threads];
             }
             finish_unit<SUB>(u, sl.first >= 0, x, nx, ys + sl.y_at, i);
-            if (DEFER == 2 && pending >= 0) {  // before this unit's refill: the ring's slots stay in order
-                issue(pending);
-                pending = -1;
-            }
             if (sl.first >= 0) {
-                if (DEFER && i + stride >= sl.units && s + 1 < n_slices) {
+                if (DEFER && i + stride >= sl.units && s + 1 < n_slices)
                     pending = slot;
-                    pending_s = s;
-                } else {
+                else
                     issue(slot);
-                }
                 slot = slot + 1 == DEPTH ? 0 : slot + 1;
             }
         }
-        if (DEFER == 2 && pending >= 0 && pending_s < s) {  // no unit of this slice for this sub-block
-            issue(pending);
-            pending = -1;
-        }
         if (BAR == 0 || s + 1 == n_slices) continue;
-        if constexpr (DEFER == 1) {
+        if constexpr (DEFER) {
             static_assert(BAR == 2 || BAR == 3, "deferred refills need the one-level barrier");
             __syncthreads();
             if (threadIdx.x == 0) flat_arrive(bar);
@@ -330,7 +317,7 @@ constexpr size_t ring_bytes() {
     return size_t(DEPTH) * SUB * k_boundary_unit_bytes;
 }
 
-template <int SUB, int BAR, int DEPTH, bool BULK, int DEFER>
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER>
 cudaError_t launch_ring(int grid, const int4* w, const boundary_slice* slices, int n_slices, const float* x0, int nx0,
                         float* ys, unsigned* bar, cudaStream_t s) {
     void* args[] = {&w, &slices, &n_slices, &x0, &nx0, &ys, &bar};
@@ -350,7 +337,7 @@ template <int SUB, int BAR, bool EARLY>
 persistent_form plain_form() {
     return {launch_persistent<SUB, BAR, EARLY>, reinterpret_cast<const void*>(persistent_kernel<SUB, BAR, EARLY>), 0};
 }
-template <int SUB, int BAR, int DEPTH, bool BULK, int DEFER = 0>
+template <int SUB, int BAR, int DEPTH, bool BULK, bool DEFER = false>
 persistent_form ring_form() {
     return {launch_ring<SUB, BAR, DEPTH, BULK, DEFER>,
             reinterpret_cast<const void*>(ring_kernel<SUB, BAR, DEPTH, BULK, DEFER>), ring_bytes<SUB, DEPTH>()};
@@ -366,9 +353,8 @@ const persistent_form& persistent(int form) {
                                                                        plain_form<k_wide_sub, 3, false>(),
                                                                        ring_form<k_wide_sub, 2, 3, false>(),
                                                                        ring_form<k_wide_sub, 2, 3, true>(),
-                                                                       ring_form<k_wide_sub, 2, 3, false, 1>(),
-                                                                       ring_form<k_wide_sub, 2, 3, true, 1>(),
-                                                                       ring_form<k_wide_sub, 2, 3, true, 2>(),
+                                                                       ring_form<k_wide_sub, 2, 3, false, true>(),
+                                                                       ring_form<k_wide_sub, 2, 3, true, true>(),
                                                                        ring_form<k_wide_sub, 0, 3, true>()};
     return forms[form];
 }

@@ -19,8 +19,8 @@ constexpr int k_wide_sub = 8;
 // two-level barrier, with the one-level one, the same with the early unit, without barriers, with the one-level one
 // polling with backoff; 1,024-thread blocks with their units copied into a shared-memory ring of 3 per sub-block ahead
 // of the one-level barrier: by cp.async, by bulk copies, the same two with the last refill before each barrier issued
-// after the arrival, bulk copies with that refill after the next slice's first unit; bulk copies without barriers.
-constexpr int k_boundary_persistent_forms = 14;
+// after the arrival; bulk copies without barriers.
+constexpr int k_boundary_persistent_forms = 13;
 constexpr bool boundary_persistent_wide(int form) {
     return form >= 3;
 }

@@ -66,9 +66,9 @@ double bench_matvec_bits(dtype t, int64_t n_in, int64_t n_out, int reps, unsigne
 // without barriers, 11 the one-level barrier polling with backoff; 1,024-thread blocks whose sub-blocks copy their
 // units into a ring in shared memory ahead of the barriers (the reads of later slices can stream while a block waits):
 // 3 units per sub-block, the one-level barrier: 12 by cp.async, 13 by bulk copies (TMA), 14 and 15 the same with the
-// refill of a slice's last unit issued after the block's arrival at the barrier, 16 bulk copies with that refill after
-// the next slice's first unit, 17 bulk copies without barriers. Medians of `reps` alternated runs.
-constexpr int k_boundary_forms = 18;
+// refill of a slice's last unit issued after the block's arrival at the barrier, 16 bulk copies without barriers.
+// Medians of `reps` alternated runs.
+constexpr int k_boundary_forms = 17;
 struct boundary_figures {
     double gbs = 0;           // the slices' bytes read per second (0 where they have none)
     double us_per_slice = 0;  // the run's time / the slices
