@@ -574,7 +574,7 @@ void check_argmax() {
 void check_q4k_modes() {
     const int mode0 = cuda::q4k_matvec();
     const int64_t shapes[][2] = {{4096, 642}, {4096, 77}, {14336, 131}, {2816, 77}, {256, 33}, {20480, 35}, {768, 1}};
-    const int modes[] = {2, 2 | 8, 2 | 32};
+    const int modes[] = {2, 2 | 8, 2 | 32, 2 | 64 | (2 << 8)};
     for (int mode : modes) {
         double worst = 0;
         int equal = 0, n = 0;
@@ -623,8 +623,8 @@ void check_q4k_modes() {
     try {
         const auto& preset = find_preset("llama3-8b");
         std::vector<std::vector<float>> ref;
-        int differ[2] = {}, k = 0;
-        for (int mode : {0, 2, 2 | 32}) {
+        int differ[3] = {}, k = 0;
+        for (int mode : {0, 2, 2 | 32, 2 | 64 | (2 << 8)}) {
             cuda::set_q4k_matvec(mode);
             auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 64, 11);
             for (int i = 0; i < 6; i++) {
@@ -637,10 +637,10 @@ void check_q4k_modes() {
             if (mode != 0) k++;
         }
         cuda::set_q4k_matvec(mode0);
-        report(differ[0] == 0 && differ[1] == 0,
-               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 2 / 34 vs 0: {} / {} steps differ "
-                           "(bit-equal expected)",
-                           differ[0], differ[1]));
+        report(differ[0] == 0 && differ[1] == 0 && differ[2] == 0,
+               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 2 / 34 / 578 vs 0: {} / {} / {} "
+                           "steps differ (bit-equal expected)",
+                           differ[0], differ[1], differ[2]));
     } catch (const std::exception& e) {
         cuda::set_q4k_matvec(mode0);
         report(false, fmt::format("q4k decode: {}", e.what()));

@@ -10,14 +10,17 @@ namespace memtile::cuda {
 namespace detail {
 namespace {
 
-template <bool ONE>
+template <bool ONE, bool EARLY>
 __global__ void __launch_bounds__(32 * k_block_warps)
-    matvec_q4k_lp_kernel(q4k_args a, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate) {
-    q4k_lp_block<ONE>(a, int(blockIdx.x), xq, xd, xs, y, accumulate);
+    matvec_q4k_lp_kernel(q4k_args a, const int8_t* xq, const float* xd, const float* xs, float* y, int accumulate,
+                         unsigned delay_ns) {
+    q4k_lp_block<ONE, false, EARLY>(a, int(blockIdx.x), xq, xd, xs, y, accumulate, nullptr, 0, delay_ns);
 }
 
 bool g_q4k_set = false;
-int g_q4k = k_q4k_lane_pairs;  // measured faster in the step (tg128 +0.6 %, docs/cuda-decode-log.md)
+// Lane pairs: tg128 +0.6 % (docs/cuda-decode-log.md); the lane-pair kernel's early loads after 500 ns: +1.1-1.3 % on
+// the H100 (docs/cuda.md, "Session 33").
+int g_q4k = k_q4k_lane_pairs | k_q4k_early | (2 << k_q4k_delay_shift);
 
 }  // namespace
 
@@ -35,8 +38,11 @@ bool launch_matvec_q4k(const gpu_weight& w, const int8_t* xq, const float* xd, c
     q4k_args a;
     if (!(mode & k_q4k_lane_pairs) || ((mode & k_q4k_short_only) && w.n_in > 4096) || !q4k_args_of(w, a)) return false;
     const unsigned blocks = unsigned((w.n_out + 3) / 4);
-    launch(w.n_in <= 4096 ? matvec_q4k_lp_kernel<true> : matvec_q4k_lp_kernel<false>, blocks, 32 * k_block_warps, s, a,
-           xq, xd, xs, y, accumulate ? 1 : 0);
+    const bool one = w.n_in <= 4096;
+    const unsigned delay = unsigned(mode >> k_q4k_delay_shift) * 250u;
+    auto kernel = (mode & k_q4k_early) ? (one ? matvec_q4k_lp_kernel<true, true> : matvec_q4k_lp_kernel<false, true>)
+                                       : (one ? matvec_q4k_lp_kernel<true, false> : matvec_q4k_lp_kernel<false, false>);
+    launch(kernel, blocks, 32 * k_block_warps, s, a, xq, xd, xs, y, accumulate ? 1 : 0, delay);
     return true;
 }
 

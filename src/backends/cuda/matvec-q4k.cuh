@@ -19,6 +19,11 @@ namespace memtile::cuda::detail {
 constexpr int k_q4k_lane_pairs = 2;
 constexpr int k_q4k_short_only = 8;    // only where n_in <= 4,096 (not the down product)
 constexpr int k_q4k_pair_launch = 32;  // also the Q/K of the pair launch (matvec-qkm.cu)
+// The lane-pair kernel's (Wo, the Q4_K down) first step of weights loaded before the PDL wait, after a sleep of
+// (mode >> k_q4k_delay_shift) x 250 ns from the block's start, so that the loads need not queue ahead of the latency-
+// bound predecessor's (attention, SwiGLU) on the same SMs (docs/cuda.md, "Session 33").
+constexpr int k_q4k_early = 64;
+constexpr int k_q4k_delay_shift = 8;
 int q4k_matvec_mode();
 // w through the lane-pair kernel (matvec-q4k.cu); false where the mode has no k_q4k_lane_pairs or does not cover w
 // (then the plain kernel runs).
@@ -78,10 +83,11 @@ struct q4k_lp_step {
 // step (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)").
 // NS: xq, xd, xs are norm parts in units of 256 (norm-fused.h), nss / neps their unit sums of squares and epsilon:
 // the RMSNorm scale is formed after the first weight loads are issued and applied as task_q4k's NS form does.
-template <bool ONE, bool NS = false>
+// EARLY: the first step's weights are loaded before the PDL wait, after a sleep of delay_ns (0: none).
+template <bool ONE, bool NS = false, bool EARLY = false>
 __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const int8_t* xq, const float* xd,
                                              const float* xs, float* y, int accumulate, const float* nss = nullptr,
-                                             float neps = 0) {
+                                             float neps = 0, unsigned delay_ns = 0) {
     constexpr int R = 2;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), group = warp >> 1;
     const int j = warp & 1;  // the row's warp
@@ -135,13 +141,17 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
             if (to < n) q4k_finish((p ? ib : ia) + other, p ? st.sb[r] : st.sa[r], st.dm[r], as, ad, acc[r]);
         }
     };
+    q4k_lp_step st0;
+    if constexpr (EARLY) {
+        if (delay_ns) __nanosleep(delay_ns);
+        load(0, st0);  // weights only: nothing the predecessor writes
+    }
     griddep_wait();
     griddep_launch();
     {
-        q4k_lp_step st;
-        load(0, st);
+        if constexpr (!EARLY) load(0, st0);
         if constexpr (NS) sc = norm_scale_units(nss, a.n_in, neps, lane);
-        compute(0, st);
+        compute(0, st0);
     }
     if constexpr (!ONE) {
 #pragma unroll 2
