@@ -191,7 +191,7 @@ void set_matvec_early(int level);
 // (matvec-q4k.cuh: 512 contiguous weight bytes per load instruction), bit-equal to the plain kernel
 // (docs/cuda-decode-log.md, "Session 10 (branch gq4k10)"). Mode bits: 2 lane pairs for the plain launches; with 2: 8
 // only where n_in <= 4,096 (not the down product), 32 also the Q/K of the Q/K + V pair launch (matvec-qkm.h); 0 the
-// plain kernels; with 2: 64 the lane-pair kernel's (Wo, Q4_K down) first weights loaded before the PDL wait, after
+// plain kernels; with 2: 64 the lane-pair kernel's (gate/up, Wo, down) first weights loaded before the PDL wait, after
 // (mode >> 8) x 250 ns (session 33). Default 2 | 64 | 2 << 8 = 578 (lane pairs: tg128 +0.6 % on the H200; early loads
 // after 500 ns: +1.1-1.3 % on the H100); or MEMTILE_CUDA_Q4K=MODE; read when a graph is captured (for A/B benchmarks).
 void set_q4k_matvec(int mode);
