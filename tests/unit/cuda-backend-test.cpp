@@ -200,10 +200,11 @@ TEST(cuda_backend, q6k_variants_match_the_plain_launches) {
 }
 
 // The Q4_K lane-pair products (cuda::set_q4k_matvec) against the CPU engine's matmul and bit-equal to the plain kernel:
-// one task per thread (4,096), the loop (14,336), partial warps (2,816: 44 tasks; 256), odd row counts.
+// one task per thread (4,096), the loop (14,336), partial warps (2,816: 44 tasks; 256), odd row counts; also with the
+// first weights loaded before the PDL wait after a sleep (the default, 578).
 TEST(cuda_backend, q4k_lane_pairs_match_the_plain_kernel) {
     MEMTILE_SKIP_WITHOUT_CUDA();
-    for (int mode : {2, 2 | 8})
+    for (int mode : {2, 2 | 8, 2 | 64 | (2 << 8)})
         for (const auto& sh : {std::pair<int64_t, int64_t>{4096, 77}, {14336, 33}, {2816, 19}, {256, 5}}) {
             const auto r = test::compare_q4k_mode(sh.first, sh.second, mode, uint64_t(sh.first + mode));
             EXPECT_LE(r.nmse, 1e-9) << "mode " << mode << " n_in " << sh.first;
