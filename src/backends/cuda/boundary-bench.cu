@@ -81,13 +81,8 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     return v;
 }
 
-// Barrier number `gen` (1, 2, ...) of the whole grid (bar: k_barrier_words words, zero at launch). BAR 1: two levels,
-// so that no address takes more than k_barrier_groups or about gridDim.x / k_barrier_groups arrivals: a block arrives
-// at its group's counter (fenced), the group's last arrival at the top counter, whose last arrival releases every block
-// through the flag; the top counter, the flag and the group counters lie 128 bytes apart. BAR 2: one counter, each
-// block's arrival a release add and its wait an acquire poll of the same counter, no fences. BAR 3: BAR 2 with a
-// 64 ns sleep between polls, so that the polls leave the counter's L2 slice to the arrivals.
-// BAR 2 and 3 in two halves, for thread 0: the arrival, and the wait for every block's arrival number gen.
+// grid_barrier's one-level forms (BAR 2 and 3) in two halves, for thread 0: the arrival, and the wait for every
+// block's arrival number gen.
 __device__ __forceinline__ void flat_arrive(unsigned* bar) {
     // the old value is not needed, but atom (not red) keeps session 32's measured form
     asm volatile("{\n .reg .u32 old;\n atom.add.release.gpu.u32 old, [%0], 1;\n}" ::"l"(bar) : "memory");
@@ -99,6 +94,12 @@ __device__ __forceinline__ void flat_wait(const unsigned* bar, unsigned gen) {
     }
 }
 
+// Barrier number `gen` (1, 2, ...) of the whole grid (bar: k_barrier_words words, zero at launch). BAR 1: two levels,
+// so that no address takes more than k_barrier_groups or about gridDim.x / k_barrier_groups arrivals: a block arrives
+// at its group's counter (fenced), the group's last arrival at the top counter, whose last arrival releases every block
+// through the flag; the top counter, the flag and the group counters lie 128 bytes apart. BAR 2: one counter, each
+// block's arrival a release add and its wait an acquire poll of the same counter, no fences. BAR 3: BAR 2 with a
+// 64 ns sleep between polls, so that the polls leave the counter's L2 slice to the arrivals.
 template <int BAR>
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned gen) {
     __syncthreads();
