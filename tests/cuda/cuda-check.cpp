@@ -607,17 +607,14 @@ void check_q4k_modes() {
         cuda::set_q4k_matvec(0);
         const auto plain = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), 0);
         int equal = 0;
-        const int pair_modes[] = {2 | 32, 2 | 32 | 128 | (2 << 8), 2 | (1 << 16) | (2 << 8),
-                                  2 | 32 | 128 | (1 << 16) | (2 << 8)};
-        for (int mode : pair_modes) {
+        for (int mode : {2 | 32}) {
             cuda::set_q4k_matvec(mode);
             const auto got = cuda::qkm_products_gguf(ra.data(), na, rb.data(), nb, n_in, x.data(), bits);
             equal += got.size() == plain.size() && std::memcmp(got.data(), plain.data(), got.size() * 4) == 0 ? 1 : 0;
         }
         cuda::set_q4k_matvec(mode0);
-        report(equal == 4, fmt::format("q4k pair launch (Q4_K 642x4096 + Q6_K 130x4096; modes 34, 674, 66050, "
-                                       "66210: lane pairs, their early loads, the V blocks' early loads) bit-equal to "
-                                       "the plain launches: {} of 4",
+        report(equal == 1, fmt::format("q4k pair launch (Q4_K 642x4096 + Q6_K 130x4096, mode 34) bit-equal to "
+                                       "the plain launches: {} of 1",
                                        equal));
     } catch (const std::exception& e) {
         cuda::set_q4k_matvec(mode0);
@@ -626,8 +623,8 @@ void check_q4k_modes() {
     try {
         const auto& preset = find_preset("llama3-8b");
         std::vector<std::vector<float>> ref;
-        int differ[4] = {}, k = 0;
-        for (int mode : {0, 2, 2 | 32, 2 | 64 | (2 << 8), 2 | 32 | 64 | 128 | (1 << 16) | (2 << 8)}) {
+        int differ[3] = {}, k = 0;
+        for (int mode : {0, 2, 2 | 32, 2 | 64 | (2 << 8)}) {
             cuda::set_q4k_matvec(mode);
             auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 64, 11);
             for (int i = 0; i < 6; i++) {
@@ -640,10 +637,10 @@ void check_q4k_modes() {
             if (mode != 0) k++;
         }
         cuda::set_q4k_matvec(mode0);
-        report(differ[0] == 0 && differ[1] == 0 && differ[2] == 0 && differ[3] == 0,
-               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 2 / 34 / 578 / 66274 vs 0: {} / {} / "
-                           "{} / {} steps differ (bit-equal expected)",
-                           differ[0], differ[1], differ[2], differ[3]));
+        report(differ[0] == 0 && differ[1] == 0 && differ[2] == 0,
+               fmt::format("q4k decode llama3-8b Q4_K_M (random), 6 steps, modes 2 / 34 / 578 vs 0: {} / {} / {} "
+                           "steps differ (bit-equal expected)",
+                           differ[0], differ[1], differ[2]));
     } catch (const std::exception& e) {
         cuda::set_q4k_matvec(mode0);
         report(false, fmt::format("q4k decode: {}", e.what()));
@@ -708,14 +705,13 @@ void check_q6k_variants() {
         int mode, param;
     };
     const int c = 40 + 256 * 42;  // down 2 x 4 at MINB 8, 2 x 1 at MINB 10
-    const item items[] = {{14336, 131, 0, 0},  {12288, 67, 0, 0},   {16384, 66, 0, 0},   {8192, 35, 0, 0},
-                          {14336, 77, 1, 0},   {14336, 131, 2, 16}, {14336, 131, 2, 32}, {14336, 35, 2, 33},
-                          {14336, 67, 2, 38},  {14336, 67, 2, 39},  {14336, 131, 2, 40}, {14336, 131, 2, 41},
-                          {14336, 35, 2, 42},  {14336, 131, 2, 48}, {14336, 131, 2, 53}, {14336, 67, 2, 54},
-                          {4096, 1025, 4, 16}, {4096, 1025, 4, 32}, {4096, 1001, 4, 33}, {4096, 99, 4, 40},
-                          {4096, 1025, 4, 41}, {4096, 1025, 4, 42}, {4096, 1027, 4, 48}, {4096, 1027, 4, 56},
-                          {4096, 1025, 4, 64}, {256, 33, 4, 32},    {2816, 77, 4, 33},   {4096, 1025, 6, c},
-                          {14336, 131, 6, c},  {4096, 513, 0, 0},   {14336, 131, 8, 0},  {12288, 67, 8, 0}};
+    const item items[] = {
+        {14336, 131, 0, 0},  {12288, 67, 0, 0},   {16384, 66, 0, 0},   {8192, 35, 0, 0},    {14336, 77, 1, 0},
+        {14336, 131, 2, 16}, {14336, 131, 2, 32}, {14336, 35, 2, 33},  {14336, 67, 2, 38},  {14336, 67, 2, 39},
+        {14336, 131, 2, 40}, {14336, 131, 2, 41}, {14336, 35, 2, 42},  {14336, 131, 2, 48}, {14336, 131, 2, 53},
+        {14336, 67, 2, 54},  {4096, 1025, 4, 16}, {4096, 1025, 4, 32}, {4096, 1001, 4, 33}, {4096, 99, 4, 40},
+        {4096, 1025, 4, 41}, {4096, 1025, 4, 42}, {4096, 1027, 4, 48}, {4096, 1027, 4, 56}, {4096, 1025, 4, 64},
+        {256, 33, 4, 32},    {2816, 77, 4, 33},   {4096, 1025, 6, c},  {14336, 131, 6, c},  {4096, 513, 0, 0}};
     const int mode0 = cuda::q6k_variant();
     for (const auto& it : items) {
         try {

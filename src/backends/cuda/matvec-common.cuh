@@ -209,35 +209,25 @@ __device__ __forceinline__ void task_q4k(const uint8_t* const (&q)[R], const uin
 // 3g..3g+2 gathered (k = 3). The quants are the signed 4v, so no offset term; the 8 sub-blocks' scaled dots
 // are summed exactly in integers (|sum| < 2^29) and converted once: the activation scale is one per super-block
 // (q8_k). The sum is 4 times GGUF's, undone by the exact scale ad / 4.
-// A Q6_K task's loads (task_q6_k_load), held in registers until its arithmetic (task_q6_k_dot): so that a block can
-// issue them before its PDL wait (weights only: nothing a predecessor writes).
-template <int R>
-struct q6k_task_loads {
-    int4 C[R][6];
-    int2 sc[R];
-    float dw[R];
-};
-template <int R>
-__device__ __forceinline__ void task_q6_k_load(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], int t,
-                                               int n_half, q6k_task_loads<R>& l) {
+// NS: as task_q4k (xd the unscaled unit scale, times the RMSNorm scale ns).
+template <int R, bool NS = false>
+__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
+                                          const float* xd, int t, int n_half, float (&acc)[R], float ns = 1.0f) {
     const int b = t >> 1;
     // Every load of the task first, the scales d included: a row has 1-4 tasks per thread, so a load issued after the
     // arithmetic would add a memory latency to each.
     const int grp = t >> 5, n_grp = min(32, n_half - 32 * grp);  // the group of 32 halves (n_grp in the last)
     const int piece0 = 3072 * grp + 16 * (t & 31);
+    int4 C[R][6];
+    int2 sc[R];
+    float dw[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
 #pragma unroll
-        for (int i = 0; i < 6; i++) l.C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
-        l.sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
-        l.dw[r] = h2f(__ldg(d[r] + b));
+        for (int i = 0; i < 6; i++) C[r][i] = load_stream(q[r] + piece0 + 16 * n_grp * i);
+        sc[r] = __ldcs(reinterpret_cast<const int2*>(q[r] + q6k_scale_byte(t, n_half)));
+        dw[r] = h2f(__ldg(d[r] + b));
     }
-}
-// NS: as task_q4k (xd the unscaled unit scale, times the RMSNorm scale ns).
-template <int R, bool NS = false>
-__device__ __forceinline__ void task_q6_k_dot(const q6k_task_loads<R>& l, const int8_t* xq, const float* xd, int t,
-                                              float (&acc)[R], float ns = 1.0f) {
-    const int b = t >> 1;
     const float ad = (NS ? __fmul_rn(xd[b * 8], ns) : xd[b * 8]) * 0.25f;
     const int8_t* ax = xq + 128 * t;
     int part[R];
@@ -252,23 +242,16 @@ __device__ __forceinline__ void task_q6_k_dot(const q6k_task_loads<R>& l, const 
             int dot = 0;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                auto w = [&](int n) { return word(l.C[r][n], c); };  // word c of piece n
+                auto w = [&](int n) { return word(C[r][n], c); };  // word c of piece n
                 const int op = k < 3 ? q6k_operand(w(3 * g + k)) : q6k_operand3(w(3 * g), w(3 * g + 1), w(3 * g + 2));
                 dot = __dp4a(op, word(a, c), dot);
             }
-            const int scw = s < 4 ? l.sc[r].x : l.sc[r].y;
+            const int scw = s < 4 ? sc[r].x : sc[r].y;
             part[r] += int(int8_t(scw >> (8 * (s % 4)))) * dot;
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] += l.dw[r] * (ad * float(part[r]));
-}
-template <int R, bool NS = false>
-__device__ __forceinline__ void task_q6_k(const uint8_t* const (&q)[R], const uint16_t* const (&d)[R], const int8_t* xq,
-                                          const float* xd, int t, int n_half, float (&acc)[R], float ns = 1.0f) {
-    q6k_task_loads<R> l;
-    task_q6_k_load<R>(q, d, t, n_half, l);
-    task_q6_k_dot<R, NS>(l, xq, xd, t, acc, ns);
+    for (int r = 0; r < R; r++) acc[r] += dw[r] * (ad * float(part[r]));
 }
 
 __device__ __forceinline__ float dot8_f16(const int4& w, const float4& x0, const float4& x1) {

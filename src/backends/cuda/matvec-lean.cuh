@@ -29,13 +29,10 @@ inline bool lean_args(const gpu_weight& w, kq_lean_args& a) {
     return true;
 }
 
-// EARLY (Q6_K with ONE only): the task's weights are loaded before the PDL wait, after a sleep of delay_ns from the
-// block's start (as q4k_lp_block's EARLY form; matvec-q4k.cuh).
-template <dtype T, int R, int W, bool ONE, bool NS = false, bool EARLY = false>
+template <dtype T, int R, int W, bool ONE, bool NS = false>
 __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, const int8_t* xq, const float* xd,
                                               const float* xs, float* y, int accumulate, const float* nss = nullptr,
-                                              float neps = 0, unsigned delay_ns = 0) {
-    static_assert(!EARLY || (T == dtype::q6_k && ONE), "early loads: the Q6_K form of one task per thread");
+                                              float neps = 0) {
     constexpr int S = 32 * W, G = k_block_warps / W;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp / W;
     const int tid = (warp % W) * 32 + lane;
@@ -49,11 +46,6 @@ __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, co
         q[r] = a.q + size_t(row) * unsigned(a.row_bytes);
         d[r] = a.d + size_t(row) * unsigned(a.d_row);
         acc[r] = 0;
-    }
-    [[maybe_unused]] q6k_task_loads<R> early;
-    if constexpr (EARLY) {
-        if (delay_ns) __nanosleep(delay_ns);
-        if (tid < (a.n_in >> 7)) task_q6_k_load<R>(q, d, tid, a.n_in >> 7, early);
     }
     griddep_wait();
     griddep_launch();
@@ -69,9 +61,7 @@ __device__ __forceinline__ void kq_lean_block(const kq_lean_args& a, int blk, co
         }
     } else {
         const int n = a.n_in >> 7;
-        if constexpr (EARLY) {
-            if (tid < n) task_q6_k_dot<R, NS>(early, xq, xd, tid, acc, sc);
-        } else if constexpr (ONE) {
+        if constexpr (ONE) {
             if (tid < n) task_q6_k<R, NS>(q, d, xq, xd, tid, n, acc, sc);
         } else {
 #pragma unroll 2

@@ -40,7 +40,7 @@ bool launch_matvec_q4k(const gpu_weight& w, const int8_t* xq, const float* xd, c
     const unsigned blocks = unsigned((w.n_out + 3) / 4);
     const bool one = w.n_in <= 4096;
     const bool early = (mode & k_q4k_early) && pdl_enabled();  // without PDL nothing runs before the wait
-    const unsigned delay = q4k_early_delay_ns(mode);
+    const unsigned delay = unsigned(mode >> k_q4k_delay_shift) * 250u;
     auto kernel = early ? (one ? matvec_q4k_lp_kernel<true, true> : matvec_q4k_lp_kernel<false, true>)
                         : (one ? matvec_q4k_lp_kernel<true, false> : matvec_q4k_lp_kernel<false, false>);
     launch(kernel, blocks, 32 * k_block_warps, s, a, xq, xd, xs, y, accumulate ? 1 : 0, delay);

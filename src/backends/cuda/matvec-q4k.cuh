@@ -23,14 +23,7 @@ constexpr int k_q4k_pair_launch = 32;  // also the Q/K of the pair launch (matve
 // (mode >> k_q4k_delay_shift) x 250 ns from the block's start, so that the loads need not queue ahead of the latency-
 // bound predecessor's (RMSNorm, attention, SwiGLU) on the same SMs (docs/cuda.md, "Session 33").
 constexpr int k_q4k_early = 64;
-constexpr int k_q4k_delay_shift = 8;  // bits 8-15
-// The same early loads after the same sleep for the pair launch of Q/K and V (matvec-qkm.cu): its Q/K blocks where
-// they are in lane pairs (with k_q4k_pair_launch), its V (Q6_K) blocks.
-constexpr int k_q4k_pair_early = 128;
-constexpr int k_q4k_v_early = 1 << 16;
-inline unsigned q4k_early_delay_ns(int mode) {
-    return unsigned((mode >> k_q4k_delay_shift) & 0xff) * 250u;
-}
+constexpr int k_q4k_delay_shift = 8;
 int q4k_matvec_mode();
 // w through the lane-pair kernel (matvec-q4k.cu); false where the mode has no k_q4k_lane_pairs or does not cover w
 // (then the plain kernel runs).

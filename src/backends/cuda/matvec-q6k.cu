@@ -18,7 +18,6 @@
 #include <string>
 
 #include "backends/cuda/matvec-lean.cuh"
-#include "backends/cuda/matvec-q4k.cuh"
 #include "backends/cuda/matvec-q6k.h"
 
 namespace memtile::cuda {
@@ -27,16 +26,13 @@ namespace {
 
 // kq_lean_block<q6_k, R, W, true> (matvec-lean.cuh: every thread at most one task per row) with __launch_bounds__'s
 // minimum of MINB blocks per SM (0: none, ptxas's default budget; 1: no limit).
-// EARLY: the weights before the PDL wait after delay_ns (mode bit k_q6k_early).
-template <int R, int W, int MINB, bool EARLY = false>
+template <int R, int W, int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
-    matvec_q6k_lean_kernel(kq_lean_args a, const int8_t* xq, const float* xd, float* y, int accumulate,
-                           unsigned delay_ns) {
-    kq_lean_block<dtype::q6_k, R, W, true, false, EARLY>(a, int(blockIdx.x), xq, xd, nullptr, y, accumulate, nullptr, 0,
-                                                         delay_ns);
+    matvec_q6k_lean_kernel(kq_lean_args a, const int8_t* xq, const float* xd, float* y, int accumulate) {
+    kq_lean_block<dtype::q6_k, R, W, true>(a, int(blockIdx.x), xq, xd, nullptr, y, accumulate);
 }
 
-using lean_kernel = void (*)(kq_lean_args, const int8_t*, const float*, float*, int, unsigned);
+using lean_kernel = void (*)(kq_lean_args, const int8_t*, const float*, float*, int);
 struct variant {
     int r, minb;
     lean_kernel k;
@@ -121,11 +117,8 @@ bool launch_q6k_lean(const gpu_weight& w, const int8_t* xq, const float* xd, flo
         if (const variant& v = list[i]; v.r == r && v.minb == minb) {
             const int n_out = int(w.n_out), rows_per_block = r * (four ? 1 : k_block_warps);
             const kq_lean_args a{w.q, w.d, n_out, int(w.q_row_bytes), int(w.n_in / 256), int(w.n_in)};
-            // The default down kernel with its weights loaded early (k_q6k_early; only where the launch has PDL).
-            const bool early = four && r == 2 && minb == 8 && (mode & k_q6k_early) && pdl_enabled();
-            launch(early ? matvec_q6k_lean_kernel<2, 4, 8, true> : v.k,
-                   unsigned((n_out + rows_per_block - 1) / rows_per_block), 32 * k_block_warps, s, a, xq, xd, y,
-                   accumulate ? 1 : 0, q4k_early_delay_ns(q4k_matvec_mode()));
+            launch(v.k, unsigned((n_out + rows_per_block - 1) / rows_per_block), 32 * k_block_warps, s, a, xq, xd, y,
+                   accumulate ? 1 : 0);
             return true;
         }
     throw std::invalid_argument("[cuda] set_q6k_variant: no Q6_K lean variant of " + std::to_string(r) +

@@ -10,9 +10,6 @@ namespace memtile::cuda {
 
 // The mode of set_q6k_variant (or MEMTILE_CUDA_Q6K=MODE[,PARAM], read on the first call).
 int q6k_variant_mode();
-// Mode bit: the default down kernel (2 x 4 at 64 registers) loads its weights before the PDL wait, after the sleep of
-// set_q4k_matvec's delay bits (matvec-q4k.cuh), as the Q4_K lane-pair kernel's early form does.
-constexpr int k_q6k_early = 8;
 // y (+)= w x by the kernel that the mode selects for w (Q6_K whose default shape is 2 x 4 or 2 x 1 with one task per
 // thread: by default the 2 x 4 products at 64 registers); false (nothing launched) where it leaves w to the lean
 // kernels of matvec-qkm.h.

@@ -78,30 +78,26 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 }
 // The pair launch (matvec_pair_kernel<2, 2, true, 0>: V blocks first) with lean blocks where each thread has one task
 // in both matrices (k_qkm_lean_pair).
-// V_EARLY: the V blocks' weights before the PDL wait after delay_ns (k_q4k_v_early, matvec-q4k.cuh).
-template <bool V_EARLY>
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_pair_lean_kernel(kq_lean_args a, float* ya, kq_lean_args b, float* yb, int nb, const int8_t* xq,
-                            const float* xd, const float* xs, unsigned delay_ns) {
+                            const float* xd, const float* xs) {
     const int blk = int(blockIdx.x);
     if (blk < nb)
-        kq_lean_block<dtype::q6_k, 2, 1, true, false, V_EARLY>(b, blk, xq, xd, xs, yb, 0, nullptr, 0, delay_ns);
+        kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
     else
         kq_lean_block<dtype::q4_k, 2, 2, true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
 // The lean pair with its Q/K blocks in lane pairs (k_q4k_pair_launch of set_q4k_matvec, matvec-q4k.cuh; n_in <=
-// 4,096). QK_EARLY / V_EARLY: the Q/K / V blocks' weights before the PDL wait after delay_ns (k_q4k_pair_early,
-// k_q4k_v_early).
-template <bool QK_EARLY, bool V_EARLY>
+// 4,096).
 __global__ void __launch_bounds__(32 * k_block_warps)
     matvec_pair_q4k_kernel(q4k_args a, float* ya, kq_lean_args b, float* yb, int nb, const int8_t* xq, const float* xd,
-                           const float* xs, unsigned delay_ns) {
+                           const float* xs) {
     const int blk = int(blockIdx.x);
     if (blk < nb)
-        kq_lean_block<dtype::q6_k, 2, 1, true, false, V_EARLY>(b, blk, xq, xd, xs, yb, 0, nullptr, 0, delay_ns);
+        kq_lean_block<dtype::q6_k, 2, 1, true>(b, blk, xq, xd, xs, yb, 0);
     else
-        q4k_lp_block<true, false, QK_EARLY>(a, blk - nb, xq, xd, xs, ya, 0, nullptr, 0, delay_ns);
+        q4k_lp_block<true>(a, blk - nb, xq, xd, xs, ya, 0);
 }
 
 // matvec_kq_lean_kernel at w's default shape (R = 2; W = 2 for Q4_K, 1 or 4 for Q6_K); false where the 32-bit
@@ -277,18 +273,12 @@ void launch_matvec_pair(const gpu_weight& a, float* ya, const gpu_weight& b, flo
         lean_args(a, la) && lean_args(b, lb)) {  // n_in <= 4,096: Q4_K <= 64 tasks over 2 warps, Q6_K <= 32 over 1
         const int na = int((a.n_out + 3) / 4), nb = int((b.n_out + 7) / 8);
         const int q4k = q4k_matvec_mode();
-        const bool v_early = (q4k & k_q4k_v_early) && pdl_enabled();
-        const unsigned delay = q4k_early_delay_ns(q4k);
         q4k_args qa;
-        if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && q4k_args_of(a, qa)) {
-            const bool qk_early = (q4k & k_q4k_pair_early) && pdl_enabled();
-            auto kernel = qk_early
-                              ? (v_early ? matvec_pair_q4k_kernel<true, true> : matvec_pair_q4k_kernel<true, false>)
-                              : (v_early ? matvec_pair_q4k_kernel<false, true> : matvec_pair_q4k_kernel<false, false>);
-            return launch(kernel, unsigned(na + nb), 32 * k_block_warps, s, qa, ya, lb, yb, nb, xq, xd, xs, delay);
-        }
-        auto kernel = v_early ? matvec_pair_lean_kernel<true> : matvec_pair_lean_kernel<false>;
-        return launch(kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd, xs, delay);
+        if ((q4k & k_q4k_lane_pairs) && (q4k & k_q4k_pair_launch) && q4k_args_of(a, qa))
+            return launch(matvec_pair_q4k_kernel, unsigned(na + nb), 32 * k_block_warps, s, qa, ya, lb, yb, nb, xq, xd,
+                          xs);
+        return launch(matvec_pair_lean_kernel, unsigned(na + nb), 32 * k_block_warps, s, la, ya, lb, yb, nb, xq, xd,
+                      xs);
     }
     if (bits & k_qkm_pair_v2) {  // V 2 x 1 without a cap: 80 registers, 6 blocks per SM (capped at 80, ptxas spilled)
         if (b_last) return launch_pair<2, 2, false, 0>(a, ya, b, yb, xq, xd, xs, s);

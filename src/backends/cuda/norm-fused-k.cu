@@ -16,12 +16,11 @@ namespace {
 
 using namespace detail;
 
-// MINB 9: 54 registers; 8: 62 (k_norm_fusion_k_q4k62); 0: 48 (k_norm_fusion_k_q4k48). EARLY: the first step's weights
-// before the PDL wait after delay_ns, as the plain lane-pair kernel where set_q4k_matvec's mode has k_q4k_early.
-template <int MINB, bool EARLY>
+// MINB 9: 54 registers; 8: 62 (k_norm_fusion_k_q4k62); 0: 48 (k_norm_fusion_k_q4k48).
+template <int MINB>
 __global__ void __launch_bounds__(32 * k_block_warps, MINB)
-    matvec_q4k_lp_scaled_kernel(q4k_args a, norm_parts p, float* y, int accumulate, unsigned delay_ns) {
-    q4k_lp_block<true, true, EARLY>(a, int(blockIdx.x), p.q, p.d, p.sq, y, accumulate, p.ss, p.eps, delay_ns);
+    matvec_q4k_lp_scaled_kernel(q4k_args a, norm_parts p, float* y, int accumulate) {
+    q4k_lp_block<true, true>(a, int(blockIdx.x), p.q, p.d, p.sq, y, accumulate, p.ss, p.eps);
 }
 
 __global__ void __launch_bounds__(32 * k_block_warps)
@@ -62,19 +61,12 @@ void launch_matvec_scaled_k(const gpu_weight& w, const norm_parts& p, float* y, 
     q4k_args a;
     kq_lean_args b;
     const int acc = accumulate ? 1 : 0;
-    if (q4k_one(w, a)) {
-        using kernel = void (*)(q4k_args, norm_parts, float*, int, unsigned);
-        // [early][budget]: budget 0 k_norm_fusion_k_q4k62, 1 k_norm_fusion_k_q4k48, 2 the default (MINB 9)
-        constexpr kernel kernels[2][3] = {{matvec_q4k_lp_scaled_kernel<8, false>, matvec_q4k_lp_scaled_kernel<0, false>,
-                                           matvec_q4k_lp_scaled_kernel<9, false>},
-                                          {matvec_q4k_lp_scaled_kernel<8, true>, matvec_q4k_lp_scaled_kernel<0, true>,
-                                           matvec_q4k_lp_scaled_kernel<9, true>}};
-        const int mode = norm_fusion_mode(), q4k = q4k_matvec_mode();
-        const int budget = (mode & k_norm_fusion_k_q4k62) ? 0 : (mode & k_norm_fusion_k_q4k48) ? 1 : 2;
-        const bool early = (q4k & k_q4k_early) && pdl_enabled();
-        launch(kernels[early ? 1 : 0][budget], unsigned((w.n_out + 3) / 4), 32 * k_block_warps, s, a, p, y, acc,
-               q4k_early_delay_ns(q4k));
-    } else if (q6k_one(w, b))
+    if (q4k_one(w, a))
+        launch((norm_fusion_mode() & k_norm_fusion_k_q4k62)   ? matvec_q4k_lp_scaled_kernel<8>
+               : (norm_fusion_mode() & k_norm_fusion_k_q4k48) ? matvec_q4k_lp_scaled_kernel<0>
+                                                              : matvec_q4k_lp_scaled_kernel<9>,
+               unsigned((w.n_out + 3) / 4), 32 * k_block_warps, s, a, p, y, acc);
+    else if (q6k_one(w, b))
         launch(matvec_q6k_lean_scaled_kernel, unsigned((w.n_out + 7) / 8), 32 * k_block_warps, s, b, p, y, acc);
 }
 
