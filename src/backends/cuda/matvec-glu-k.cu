@@ -6,6 +6,7 @@
 // (matvec-q4k.cuh) sums them, h and its quantization as swiglu_kernel at q_block 256: bit-equal to the two kernels.
 #include <cooperative_groups.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -22,13 +23,13 @@ constexpr int k_glu_k_cluster = 8;  // blocks of 32 pairs per unit of 256
 // pairs 32 b + PPG g + k one after the other (NG PPG = 32), warp j of a group the lane-pair kernel's warp j of a row
 // pair, one step per row (n_in <= 4,096: a longer row would need a second step in flight). EARLY: the first pair's
 // weights loaded before the PDL wait after a sleep of delay_ns, as the lane-pair kernel's early form. h [n_ff] f32; hq
-// [n_ff], hd / hs [n_ff / 32] (cuda-kernels.h).
-template <int NG, bool EARLY>
+// [n_ff], hd / hs [n_ff / 32] (cuda-kernels.h). D: pairs whose weights a warp has in flight at once.
+template <int NG, int D, bool EARLY>
 __global__ void __launch_bounds__(64 * NG)
     matvec_glu_k_kernel(q4k_args a, const int8_t* xq, const float* xd, const float* xs, float* h, int8_t* hq, float* hd,
                         float* hs, unsigned delay_ns) {
     constexpr int PPG = 32 / NG;
-    static_assert(NG * PPG == 32, "a block holds one group of 32 pairs");
+    static_assert(NG * PPG == 32 && PPG % D == 0, "a block holds one group of 32 pairs");
     namespace cg = cooperative_groups;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), group = warp >> 1, j = warp & 1;
     const int n_ff = a.n_out / 2, n = a.n_in >> 6, m = lane >> 1, p = lane & 1;
@@ -44,27 +45,38 @@ __global__ void __launch_bounds__(64 * NG)
     const int ta = 32 * j + m;              // the lane's task A (B = A + 16)
     __shared__ float part[2 * NG][PPG][2];  // [warp][pair][gate, up] warp sums
     __shared__ float block_max;
-    const uint8_t* q[2];
-    const uint32_t* side[2];
-    rows_of(0, q, side);
-    q4k_lp_step st;
+    // D pairs' steps in flight per warp: loaded together, the next D issued before this D's sums.
+    auto load_pairs = [&](int k0, q4k_lp_step(&st)[D]) {
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const uint8_t* q[2];
+            const uint32_t* side[2];
+            rows_of(k0 + d, q, side);
+            q4k_lp_load(q, side, n, ta, p, st[d]);
+        }
+    };
+    q4k_lp_step st[D];
     if constexpr (EARLY) {
         if (delay_ns) __nanosleep(delay_ns);
-        q4k_lp_load(q, side, n, ta, p, st);  // weights only: nothing the predecessor writes
+        load_pairs(0, st);  // weights only: nothing the predecessor writes
     }
     griddep_wait();
     griddep_launch();
-    if constexpr (!EARLY) q4k_lp_load(q, side, n, ta, p, st);
+    if constexpr (!EARLY) load_pairs(0, st);
 #pragma unroll 1
-    for (int k = 0; k < PPG; k++) {
-        float acc[2] = {0, 0};
-        if (32 * j < n) q4k_lp_add<false>(st, n, ta, p, xq, xd, xs, 1.0f, acc);
-        if (k + 1 < PPG) {  // the next pair's first step in flight during this pair's sums
-            rows_of(k + 1, q, side);
-            q4k_lp_load(q, side, n, ta, p, st);
+    for (int k = 0; k < PPG; k += D) {
+        float acc[D][2];
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            acc[d][0] = acc[d][1] = 0;
+            if (32 * j < n) q4k_lp_add<false>(st[d], n, ta, p, xq, xd, xs, 1.0f, acc[d]);
         }
-        const float sum = q4k_lp_warp_sums(acc, lane);
-        if (lane < 2) part[warp][k][lane] = sum;
+        if (k + D < PPG) load_pairs(k + D, st);
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const float sum = q4k_lp_warp_sums(acc[d], lane);
+            if (lane < 2) part[warp][k + d][lane] = sum;
+        }
     }
     __syncthreads();
     // Warp 0, lane l: pair 32 b + l; the two warps' sums added as the lane-pair kernel adds them, h as swiglu_kernel.
@@ -101,20 +113,22 @@ __global__ void __launch_bounds__(64 * NG)
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-// Groups of 2 warps per block: MEMTILE_CUDA_GLU_K_GROUPS (2, 4 or 8; A/B benchmarks), else 4.
-int glu_k_groups() {
+// The block form "NG,D" (groups of 2 warps per block, pairs in flight per warp): MEMTILE_CUDA_GLU_K (A/B benchmarks:
+// 2,1 2,2 4,1 8,1; 4,2 would take 102 registers, 2 blocks per SM), else 4,1.
+int glu_k_form() {
     static const int v = [] {
-        const char* env = std::getenv("MEMTILE_CUDA_GLU_K_GROUPS");
-        const int g = env ? int(std::strtol(env, nullptr, 10)) : 0;
-        return g == 2 || g == 8 ? g : 4;
+        int g = 4, d = 1;
+        if (const char* env = std::getenv("MEMTILE_CUDA_GLU_K")) std::sscanf(env, "%d,%d", &g, &d);
+        const int f = 10 * g + d;
+        return f == 21 || f == 22 || f == 81 ? f : 41;
     }();
     return v;
 }
 
-template <int NG>
-void launch_glu_k_groups(const q4k_args& a, bool early, unsigned delay, const int8_t* xq, const float* xd,
-                         const float* xs, float* h, int8_t* hq, float* hd, float* hs, cudaStream_t s) {
-    auto kernel = early ? matvec_glu_k_kernel<NG, true> : matvec_glu_k_kernel<NG, false>;
+template <int NG, int D>
+void launch_glu_k_form(const q4k_args& a, bool early, unsigned delay, const int8_t* xq, const float* xd,
+                       const float* xs, float* h, int8_t* hq, float* hd, float* hs, cudaStream_t s) {
+    auto kernel = early ? matvec_glu_k_kernel<NG, D, true> : matvec_glu_k_kernel<NG, D, false>;
     launch_cluster(kernel, dim3(unsigned(a.n_out / 64)), dim3(64 * NG), 0, dim3(k_glu_k_cluster), s, a, xq, xd, xs, h,
                    hq, hd, hs, delay);
 }
@@ -137,10 +151,11 @@ void launch_matvec_glu_k(const gpu_weight& w, const int8_t* xq, const float* xd,
     const int mode = detail::q4k_matvec_mode();
     const bool early = (mode & detail::k_q4k_early) && detail::pdl_enabled();
     const unsigned delay = unsigned(mode >> detail::k_q4k_delay_shift) * 250u;
-    switch (detail::glu_k_groups()) {
-        case 2: detail::launch_glu_k_groups<2>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
-        case 8: detail::launch_glu_k_groups<8>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
-        default: detail::launch_glu_k_groups<4>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
+    switch (detail::glu_k_form()) {
+        case 21: detail::launch_glu_k_form<2, 1>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
+        case 22: detail::launch_glu_k_form<2, 2>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
+        case 81: detail::launch_glu_k_form<8, 1>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
+        default: detail::launch_glu_k_form<4, 1>(a, early, delay, xq, xd, xs, h, hq, hd, hs, s); break;
     }
 }
 
