@@ -647,41 +647,6 @@ void check_q4k_modes() {
     }
 }
 
-// The Q4_K gate/up with SwiGLU in its epilogue (cuda::k_fuse_glu_k, matvec-glu-k.cu), bit-equal to the product and
-// swiglu_kernel: logits of 6 decode steps of llama3-8b shapes (random Q4_K_M: Q4_K and Q6_K down matrices) with the
-// default fusions and with the bit, with and without the early loads (set_q4k_matvec 578 / 2).
-void check_glu_k() {
-    const int mode0 = cuda::q4k_matvec();
-    int differ[2] = {}, k = 0;
-    try {
-        const auto& preset = find_preset("llama3-8b");
-        for (int mode : {2 | 64 | (2 << 8), 2}) {
-            cuda::set_q4k_matvec(mode);
-            std::vector<std::vector<float>> ref;
-            for (unsigned mask : {cuda::k_decode_fusion_default, cuda::k_decode_fusion_default | cuda::k_fuse_glu_k}) {
-                cuda::set_decode_fusion(mask);
-                auto d = cuda::decoder::random(preset.config, file_type::q4_k_m, 64, 11);
-                for (int i = 0; i < 6; i++) {
-                    const auto l = d->forward(int32_t(3 + 11 * i));
-                    if (ref.size() < 6)
-                        ref.emplace_back(l.begin(), l.end());
-                    else if (std::memcmp(l.data(), ref[size_t(i)].data(), l.size() * 4) != 0)
-                        differ[k]++;
-                }
-            }
-            k++;
-        }
-        report(differ[0] == 0 && differ[1] == 0,
-               fmt::format("glu_k decode llama3-8b Q4_K_M (random), 6 steps, SwiGLU in the Q4_K gate/up epilogue vs "
-                           "swiglu_kernel, q4k modes 578 / 2: {} / {} steps differ (bit-equal expected)",
-                           differ[0], differ[1]));
-    } catch (const std::exception& e) {
-        report(false, fmt::format("glu_k decode: {}", e.what()));
-    }
-    cuda::set_q4k_matvec(mode0);
-    cuda::set_decode_fusion(cuda::k_decode_fusion_default);
-}
-
 // The Q4_K_M products of matvec-qkm.h (pair launch and its variants, the alternative Q4_K kernels) against the CPU
 // matmul and bit-equal to the plain launches; odd row counts cover the clamped last rows.
 void check_qkm_products() {
@@ -1102,7 +1067,6 @@ int main(int argc, char** argv) {
             check_qkm_products();
             check_q6k_variants();
             check_q4k_modes();
-            check_glu_k();
             check_attention();
             if (diag) {
                 diagnose_q8_0(tmp);
@@ -1173,7 +1137,6 @@ int main(int argc, char** argv) {
         } else if (q6_bench) {
             bench_q6(bw, sweep, q6_ctx);
         } else if (fusion_bench) {
-            if (!do_checks) check_glu_k();
             bench_fusion(bw, only, fusion_masks);
         } else if (batch_bench) {
             bench_batch_decode(only);

@@ -118,26 +118,25 @@ void set_attention_group(int g);
 // graph is captured or a kernel launched.
 constexpr int k_attention_pipes = 2, k_attention_pipe_mma = 2;
 void set_attention_pipe(int pipe);
-// Kernel fusions of the decode step (decoder.cpp record(), docs/cuda.md), bits: 1 (k_fuse_glu_k) SwiGLU and the
-// quantization of its units of 256 in the epilogue of a Q4_K gate/up product where the down matrix reads int8 in units
-// of 256, its 8 blocks of a unit in a thread-block cluster (matvec-glu-k.cu; docs/cuda.md, "Session 35"); 2 attention
-// merge in the attention kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32);
-// 4 SwiGLU in the epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16
-// SwiGLU and the quantization of its groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up product where the down
-// matrix reads int8 in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default); 32 RoPE and the KV write
-// folded into the attention kernel (no RoPE kernel), 64 with it the attention's K/V loads of earlier positions before
-// the PDL wait, 128 with 2 the merge in the attention kernel also for a K-format Wo (measured slower again, so off by
-// default; docs/cuda-decode-log.md, session 7). k_decode_fusion_default unless set here or by MEMTILE_CUDA_FUSE; read
-// when a graph is captured; bit-equal results with any mask (for A/B benchmarks). The fusions measured slower (RoPE +
-// KV write in Q/K/V, last-block SwiGLU and RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its
-// F16/BF16 consumers: branch gfu-exp) are not offered. Bits 256 .. 2^21, 2^24 .. 2^26: the Q4_K_M product forms of
-// matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md, sessions 7 and 8). k_attn_cluster_k / k_attn_cluster (with 32):
-// the attention merge in a thread-block cluster of the attention kernel's blocks, through distributed shared memory,
-// for a K-format Wo (replacing the merge kernel) / for another Wo (replacing the last-block merge of bit 2), where a
-// chunk's heads x splits fit a cluster of 8 (n_ctx <= 512 for a K-format Wo,
+// Kernel fusions of the decode step (decoder.cpp record(), docs/cuda.md), bits: 2 attention merge in the attention
+// kernel's last blocks (used where measured faster: Wo input f32 or quantized in groups of 32); 4 SwiGLU in the
+// epilogue of an F16/BF16 gate/up product where the down matrix reads f32 (matvec-fused.cu); 8 / 16 SwiGLU and the
+// quantization of its groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up product where the down matrix reads int8
+// in groups of 32 (matvec-fused.cu; 16 measured slower, so off by default); 32 RoPE and the KV write folded into the
+// attention kernel (no RoPE kernel), 64 with it the attention's K/V loads of earlier positions before the PDL wait, 128
+// with 2 the merge in the attention kernel also for a K-format Wo (measured slower again, so off by default;
+// docs/cuda-decode-log.md, session 7).
+// k_decode_fusion_default unless set here or by MEMTILE_CUDA_FUSE; read when a graph is captured; bit-equal results
+// with any mask (for A/B benchmarks). The fusions measured slower (RoPE + KV write in Q/K/V, last-block SwiGLU and
+// RMSNorm tails: branch gfuse-exp; RMSNorm recomputed in every block of its F16/BF16 consumers: branch gfu-exp) are not
+// offered.
+// Bits 256 .. 2^21, 2^24 .. 2^26: the Q4_K_M product forms of matvec-qkm.h (qkm-bits.h; docs/cuda-decode-log.md,
+// sessions 7 and 8).
+// k_attn_cluster_k / k_attn_cluster (with 32): the attention merge in a thread-block cluster of the attention kernel's
+// blocks, through distributed shared memory, for a K-format Wo (replacing the merge kernel) / for another Wo (replacing
+// the last-block merge of bit 2), where a chunk's heads x splits fit a cluster of 8 (n_ctx <= 512 for a K-format Wo,
 // <= 1,024 for the others; else the merges above); default on (tg128 +1.0 % Q4_K_M, +4.4 % Q8_0, +2.1 % F16;
 // docs/cuda-decode-log.md, "Session 7 (branch gclu)").
-constexpr unsigned k_fuse_glu_k = 1u;
 constexpr unsigned k_attn_cluster_k = 1u << 22;
 constexpr unsigned k_attn_cluster = 1u << 23;
 // Diagnostic knock-outs (bits 2^27 .. 2^31 of the same mask; benchmarks only, NOT bit-equal: the step computes wrong
@@ -153,9 +152,9 @@ constexpr unsigned k_knockout_ffn = 1u << 31;
 constexpr unsigned k_decode_fusion_default = 2 | 4 | 8 | 32 | 64 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair |
                                              k_qkm_pair_v2 | k_qkm_lean_q6k | k_qkm_lean_pair;
 constexpr unsigned k_decode_fusion_all =
-    k_fuse_glu_k | 2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2 |
-    k_qkm_pair_qk4 | k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 |
-    k_qkm_down_4x2 | k_qkm_q6_down_64 | k_qkm_q6_down_3 | k_qkm_lean_q4k | k_qkm_lean_q6k | k_qkm_lean_pair;
+    2 | 4 | 8 | 16 | 32 | 64 | 128 | k_attn_cluster_k | k_attn_cluster | k_qkm_pair | k_qkm_pair_v2 | k_qkm_pair_qk4 |
+    k_qkm_small_4x2 | k_qkm_gate_up_4x2 | k_qkm_gate_up_3x2 | k_qkm_gate_up_loop | k_qkm_down_u4 | k_qkm_down_4x2 |
+    k_qkm_q6_down_64 | k_qkm_q6_down_3 | k_qkm_lean_q4k | k_qkm_lean_q6k | k_qkm_lean_pair;
 void set_decode_fusion(unsigned mask);
 // The decode step's RMSNorm without the whole-row reduction on its critical path (norm-fused.h, docs/cuda-decode-log.md
 // "Session 9 (branch gnf9)"): for Q8_0 / Q4_0 consumers a lean kernel leaves the int8 values of x * g (quantizing is

@@ -76,7 +76,7 @@ attn_shapes forced_attn_shapes() {
 }
 
 // The single-sequence step's forms of the FFN input (record()): SwiGLU in an F16/BF16 gate/up epilogue, or with its
-// quantization in a Q4_0/Q8_0 one, or in units of 256 in a Q4_K one.
+// quantization in a Q4_0/Q8_0 one.
 bool glu_f_used(const layer_view& L, int64_t n_ff) {
     return (decode_fusion() & 4) && L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * n_ff &&
            matvec_glu_supported(L.gate_up[0].w) && !matvec_uses_int8(L.down.type);
@@ -86,11 +86,6 @@ bool glu_q_used(const layer_view& L, int64_t n_ff) {
     return (((decode_fusion() & 8) && gut == dtype::q4_0) || ((decode_fusion() & 16) && gut == dtype::q8_0)) &&
            L.gate_up.size() == 1 && L.gate_up[0].w.n_out == 2 * n_ff && matvec_glu_q_supported(L.gate_up[0].w) &&
            matvec_uses_int8(L.down.type) && consumers_q_block({{L.down, 0}}) == 32;
-}
-bool glu_k_used(const layer_view& L, int64_t n_ff) {
-    return (decode_fusion() & k_fuse_glu_k) && L.gate_up.size() == 1 && L.gate_up[0].w.type == dtype::q4_k &&
-           L.gate_up[0].w.n_out == 2 * n_ff && matvec_glu_k_supported(L.gate_up[0].w) &&
-           matvec_uses_int8(L.down.type) && consumers_q_block({{L.down, 0}}) == 256;
 }
 // Whether every consumer is a launch_matvec_scaled one (norm-fused.h).
 bool scaled_consumers(const std::vector<view_part>& cons, int64_t n_embd) {
@@ -489,8 +484,6 @@ private:
     // 2: the attention merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that
     // was measured faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads
     // per chunk) the separate merge kernel was faster (docs/cuda.md).
-    // 1 (k_fuse_glu_k): SwiGLU and its quantization in units of 256 in the epilogue of a Q4_K gate/up product where
-    // the down matrix reads int8 in units of 256 (launch_matvec_glu_k, bit-equal; h quantized into hq_, hd_, hs_).
     // 4: SwiGLU in the epilogue of an F16/BF16 gate/up product (launch_matvec_glu, bit-equal) where the down matrix
     // reads f32 (F16/BF16/F32 down); the quantized down matrices need their input quantized in groups of 32 or 256.
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
@@ -603,11 +596,11 @@ private:
                                                          merge_counters_, att_, wo_qb, xq_, xd_, xs_, s)))
                     launch_attention_split(qkv_, rp, pos, kc, vc, n_split_, partial_, att_, wo_qb, xq_, xd_, xs_, s);
             }
-            const bool glu_f = glu_f_used(L, F), glu_q = glu_q_used(L, F), glu_k = glu_k_used(L, F);
+            const bool glu_f = glu_f_used(L, F), glu_q = glu_q_used(L, F);
             const bool ffn_ok =
-                !(knock & k_knockout_ffn) && nmode != 0 && !glu_f && !glu_q && !glu_k && scaled_consumers(L.gate_up, E);
+                !(knock & k_knockout_ffn) && nmode != 0 && !glu_f && !glu_q && scaled_consumers(L.gate_up, E);
             const bool ffn_parts = read_parts && ffn_ok;
-            const bool ffn_k = !(knock & k_knockout_ffn) && !glu_f && !glu_q && !glu_k && k_consumers(L.gate_up);
+            const bool ffn_k = !(knock & k_knockout_ffn) && !glu_f && !glu_q && k_consumers(L.gate_up);
             bool ffn_ready = false;
             if (!(knock & k_knockout_wo) && shapes.wo.rows == 0 && leave_parts && ffn_ok &&
                 launch_matvec_norm(L.wo, xq_, xd_, xs_, x_, parts(L.ffn_norm), s))
@@ -638,12 +631,6 @@ private:
                     if (next_parts && launch_matvec_norm(L.down, hq_, hd_, hs_, x_, parts(next_g), s))
                         parts_ready = true;
                     else
-                        launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
-                    continue;
-                }
-                if (glu_k) {
-                    launch_matvec_glu_k(L.gate_up[0].w, xq_, xd_, xs_, gu_, hq_, hd_, hs_, s);
-                    if (!launch_matvec_qkm(L.down, hq_, hd_, hs_, x_, true, decode_fusion(), s))
                         launch_matvec(L.down, gu_, hq_, hd_, hs_, x_, true, s);
                     continue;
                 }
@@ -736,8 +723,7 @@ private:
     float *xd_ = nullptr, *xs_ = nullptr, *partial_ = nullptr;
     float* argmax_scratch_ = nullptr;  // [k_argmax_scratch] launch_argmax's partial results
     int8_t* xq_ = nullptr;
-    int8_t* hq_ =
-        nullptr;  // [n_ff] h quantized by launch_matvec_glu_q / _k (fusion bits 8, 16, 1), hd_, hs_ [n_ff / 32]
+    int8_t* hq_ = nullptr;  // [n_ff] h quantized by launch_matvec_glu_q (fusion bits 8, 16), hd_, hs_ [n_ff / 32]
     float *hd_ = nullptr, *hs_ = nullptr;
     // The RMSNorm parts (norm-fused.h; set_norm_fusion): nq_ [n_embd], nd_, nsq_, nss_ [n_embd / 32].
     int8_t* nq_ = nullptr;

@@ -1,5 +1,5 @@
-// Decode gate/up products with SwiGLU in their epilogue (matvec-fused.cu; the Q4_K one in matvec-glu-k.cu): bit-equal
-// to the gate/up product followed by swiglu_kernel.
+// Decode matvec of the float formats with SwiGLU in its epilogue (matvec-fused.cu): bit-equal to the gate/up product
+// followed by swiglu_kernel.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,15 +20,6 @@ bool matvec_glu_q_supported(const gpu_weight& w);
 // bit-equal to the product of default_matvec_shape followed by swiglu_kernel at q_block 32. hq, hd, hs must not alias
 // xq, xd, xs (other blocks still read them).
 void launch_matvec_glu_q(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* h, int8_t* hq,
-                         float* hd, float* hs, cudaStream_t s);
-
-// Q4_K [gate; up] in the device layout with n_ff % 256 == 0, n_in % 256 == 0, n_in <= 4,096, the default 2 x 2 shape
-// and the lane-pair kernel on (set_q4k_matvec), whose sums it repeats (matvec-glu-k.cu).
-bool matvec_glu_k_supported(const gpu_weight& w);
-// w = [gate; up] ([2 n_ff, n_in]), x quantized in units of 256 (xq, xd, xs as the Q4_K matvec reads them): h [n_ff]
-// f32, and h quantized in units of 256 into hq, hd, hs, bit-equal to the Q4_K product followed by swiglu_kernel at
-// q_block 256. hq, hd, hs must not alias xq, xd, xs.
-void launch_matvec_glu_k(const gpu_weight& w, const int8_t* xq, const float* xd, const float* xs, float* h, int8_t* hq,
                          float* hd, float* hs, cudaStream_t s);
 
 }  // namespace memtile::cuda

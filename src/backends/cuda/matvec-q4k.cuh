@@ -76,60 +76,6 @@ struct q4k_lp_step {
     uint32_t sa[2], sb[2], dm[2];
 };
 
-// Step loads of a lane in lane pairs (q4k_lp_block): piece p of tasks ta and ta + 16 of rows q / side[0..1] (of n tasks
-// each), and the d/dmin words of the task the lane owns. Only weights: nothing a predecessor writes.
-__device__ __forceinline__ void q4k_lp_load(const uint8_t* const (&q)[2], const uint32_t* const (&side)[2], int n,
-                                            int ta, int p, q4k_lp_step& st) {
-    const int tb = ta + 16, to = p ? tb : ta;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (ta < n) {
-            st.w0[r] = load_stream(q[r] + 32 * ta + 16 * p);
-            st.sa[r] = __ldg(side[r] + q4k_sm_word(ta >> 2) + (ta & 3));
-        }
-        if (tb < n) {
-            st.w1[r] = load_stream(q[r] + 32 * tb + 16 * p);
-            st.sb[r] = __ldg(side[r] + q4k_sm_word(tb >> 2) + (tb & 3));
-        }
-        if (to < n) st.dm[r] = __ldg(side[r] + q4k_dm_word(to >> 2));
-    }
-}
-// The terms of a step loaded by q4k_lp_load added to acc[r] (every lane of the warp calls it: it shuffles). NS: sc is
-// the RMSNorm scale of norm parts in units of 256.
-template <bool NS>
-__device__ __forceinline__ void q4k_lp_add(const q4k_lp_step& st, int n, int ta, int p, const int8_t* xq,
-                                           const float* xd, const float* xs, float sc, float (&acc)[2]) {
-    const int tb = ta + 16, to = p ? tb : ta;
-    const int4 z = make_int4(0, 0, 0, 0);
-    const int4 aal = ta < n ? load_act(xq + 64 * ta + 16 * p) : z,
-               aah = ta < n ? load_act(xq + 64 * ta + 16 * p + 32) : z;
-    const int4 bal = tb < n ? load_act(xq + 64 * tb + 16 * p) : z,
-               bah = tb < n ? load_act(xq + 64 * tb + 16 * p + 32) : z;
-    const int g = (to >> 2) * 8 + 2 * (to & 3);
-    const float ad0 = to < n ? xd[g] : 0.0f;
-    float2 as = to < n ? *reinterpret_cast<const float2*>(xs + g) : make_float2(0, 0);
-    const float ad = NS ? __fmul_rn(ad0, sc) : ad0;
-    if constexpr (NS) as = make_float2(__fmul_rn(ad, as.x), __fmul_rn(ad, as.y));
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int ia = ta < n ? q4k_piece_isum(st.w0[r], st.sa[r], aal, aah) : 0;
-        const int ib = tb < n ? q4k_piece_isum(st.w1[r], st.sb[r], bal, bah) : 0;
-        const int other = __shfl_xor_sync(0xffffffffu, p ? ia : ib, 1);
-        if (to < n) q4k_finish((p ? ib : ia) + other, p ? st.sb[r] : st.sa[r], st.dm[r], as, ad, acc[r]);
-    }
-}
-// The warp sums of the two rows' accumulators: the plain lane l's sum is in lane 2 (l % 16) + l / 16, so its warp sum
-// by the offsets 1, 16, 8, 4, 2, the first step transposed over the two rows; row r's sum ends in the lanes whose bit 0
-// is r (lane r among them).
-__device__ __forceinline__ float q4k_lp_warp_sums(const float (&acc)[2], int lane) {
-    const bool up = lane & 1;
-    float sum = (up ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, up ? acc[0] : acc[1], 1);
-    constexpr int o[4] = {16, 8, 4, 2};
-#pragma unroll
-    for (int s = 0; s < 4; s++) sum += __shfl_xor_sync(0xffffffffu, sum, o[s]);
-    return sum;
-}
-
 // Block blk of the product: 4 warps, 2 groups of 2 rows (rows 2 (2 blk + g), + 1), 2 warps per row (warp j of a row:
 // the plain kernel's tasks 32 j + l + 64 k); y[row] (+)= the row's sum, rows past n_out repeat the last one and are not
 // stored. ONE: at most one step (n_in <= 4,096). The code of the first form measured (H200 run 1); a leaner rewrite
@@ -157,12 +103,43 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
     }
     const int m = lane >> 1, p = lane & 1;
     auto task_a = [&](int k) { return 32 * j + 64 * k + m; };  // task A of step k; B = A + 16
-    auto load = [&](int k, q4k_lp_step& st) { q4k_lp_load(q, side, n, task_a(k), p, st); };
+    auto load = [&](int k, q4k_lp_step& st) {
+        const int ta = task_a(k), tb = ta + 16, to = p ? tb : ta;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (ta < n) {
+                st.w0[r] = load_stream(q[r] + 32 * ta + 16 * p);
+                st.sa[r] = __ldg(side[r] + q4k_sm_word(ta >> 2) + (ta & 3));
+            }
+            if (tb < n) {
+                st.w1[r] = load_stream(q[r] + 32 * tb + 16 * p);
+                st.sb[r] = __ldg(side[r] + q4k_sm_word(tb >> 2) + (tb & 3));
+            }
+            if (to < n) st.dm[r] = __ldg(side[r] + q4k_dm_word(to >> 2));
+        }
+    };
     float acc[R] = {0, 0};
     [[maybe_unused]] float sc = 1.0f;
     auto compute = [&](int k, const q4k_lp_step& st) {
+        const int ta = task_a(k), tb = ta + 16, to = p ? tb : ta;
         if (32 * j + 64 * k >= n) return;  // warp-uniform (the shuffles below need every lane)
-        q4k_lp_add<NS>(st, n, task_a(k), p, xq, xd, xs, sc, acc);
+        const int4 z = make_int4(0, 0, 0, 0);
+        const int4 aal = ta < n ? load_act(xq + 64 * ta + 16 * p) : z,
+                   aah = ta < n ? load_act(xq + 64 * ta + 16 * p + 32) : z;
+        const int4 bal = tb < n ? load_act(xq + 64 * tb + 16 * p) : z,
+                   bah = tb < n ? load_act(xq + 64 * tb + 16 * p + 32) : z;
+        const int g = (to >> 2) * 8 + 2 * (to & 3);
+        const float ad0 = to < n ? xd[g] : 0.0f;
+        float2 as = to < n ? *reinterpret_cast<const float2*>(xs + g) : make_float2(0, 0);
+        const float ad = NS ? __fmul_rn(ad0, sc) : ad0;
+        if constexpr (NS) as = make_float2(__fmul_rn(ad, as.x), __fmul_rn(ad, as.y));
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int ia = ta < n ? q4k_piece_isum(st.w0[r], st.sa[r], aal, aah) : 0;
+            const int ib = tb < n ? q4k_piece_isum(st.w1[r], st.sb[r], bal, bah) : 0;
+            const int other = __shfl_xor_sync(0xffffffffu, p ? ia : ib, 1);
+            if (to < n) q4k_finish((p ? ib : ia) + other, p ? st.sb[r] : st.sa[r], st.dm[r], as, ad, acc[r]);
+        }
     };
     q4k_lp_step st0;
     if constexpr (EARLY) {
@@ -184,7 +161,13 @@ __device__ __forceinline__ void q4k_lp_block(const q4k_args& a, int blk, const i
             compute(k, st);
         }
     }
-    const float sum = q4k_lp_warp_sums(acc, lane);
+    // The plain lane l's sum is in lane 2 (l % 16) + l / 16: its warp sum by the offsets 1, 16, 8, 4, 2, the first
+    // step transposed over the two rows (row r ends in the lanes whose bit 0 is r).
+    const bool up = lane & 1;
+    float sum = (up ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, up ? acc[0] : acc[1], 1);
+    constexpr int o[4] = {16, 8, 4, 2};
+#pragma unroll
+    for (int s = 0; s < 4; s++) sum += __shfl_xor_sync(0xffffffffu, sum, o[s]);
     __shared__ float part[k_block_warps][R];
     if (lane < R) part[warp][lane] = sum;
     __syncthreads();
