@@ -139,7 +139,7 @@ __device__ __forceinline__ void attn_block_state(float m, float l, const float (
 // k, v and the accumulator; online softmax per warp, then the warps' states are merged through shared memory
 // into partial[(h * n_split + split)] = (m, l, acc[hd]). A warp issues the K and V loads of KU keys (j, j + 4, ...,
 // j + 4 (KU - 1)) together before their arithmetic (in key order; the same bits for every KU), so that its keys do
-// not each cost a dependent L2 round trip (docs/cuda.md, "Session 6 (branch gfu)").
+// not each cost a dependent L2 round trip (docs/cuda-decode-log-s5-s6.md, "Session 6 (branch gfu)").
 template <int ND, int KU>
 __device__ __forceinline__ void attn_partial_block(const float* q, const __half* kc, const __half* vc, int n_head,
                                                    int n_head_kv, int hd, int n_keys, int h, int split, int n_split,
@@ -606,8 +606,9 @@ void launch_rope_kv(float* qkv, const float* bias, const rope_params& p, const i
 }
 
 // Keys in flight per attention warp (attn_partial_block's KU): 8 in the single-sequence step, 4 in the batched one
-// (the fastest of 1, 2, 4 and 8 for each: docs/cuda.md, "Session 6 (branch gfu)"; any KU gives the same bits, so a
-// batch of one still equals the single step), or MEMTILE_CUDA_ATTN_KEYS (1, 2, 4 or 8, both steps; A/B benchmarks).
+// (the fastest of 1, 2, 4 and 8 for each: docs/cuda-decode-log-s5-s6.md, "Session 6 (branch gfu)"; any KU gives the
+// same bits, so a batch of one still equals the single step), or MEMTILE_CUDA_ATTN_KEYS (1, 2, 4 or 8, both steps; A/B
+// benchmarks).
 static int attn_keys(bool batched) {
     static const int forced = [] {
         const char* env = std::getenv("MEMTILE_CUDA_ATTN_KEYS");
@@ -658,7 +659,7 @@ void set_attention_group(int g) {
 }
 
 // The GQA blocks' key steps: 2 (default) on tensor cores (attn_gqa_block_mma; head_dim 64 or 128, else form 1:
-// docs/cuda.md, "Session 28"); 1 a warp's keys of a tile batched where they are all keys of the split
+// docs/cuda-log-s18-s31.md, "Session 28"); 1 a warp's keys of a tile batched where they are all keys of the split
 // (attn_gqa_keys), 0 one attn_key_step per key (the loop before session 26), both bit-equal to one head per block.
 // set_attention_pipe, else MEMTILE_CUDA_ATTN_PIPE.
 constexpr int k_attn_pipe_default = 2, k_attn_pipes = 3,
@@ -945,7 +946,7 @@ bool launch_attention_rope(const float* qkv, const float* bias, const rope_param
 }
 
 // The wave is attn_rope_fused_kernel's, the one-head kernel of the single step at more than 8 splits (4 blocks per SM
-// on the H100; docs/cuda.md, "Session 26": 17 splits one head per block 9 % slower than 16).
+// on the H100; docs/cuda-log-s18-s31.md, "Session 26": 17 splits one head per block 9 % slower than 16).
 int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split) {
     const rope_params p{n_head, n_head_kv, head_dim, head_dim, false, nullptr, nullptr};
     configure_attn_mma();

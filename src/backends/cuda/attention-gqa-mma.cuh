@@ -1,11 +1,12 @@
 // The GQA blocks' tensor-core key steps (key-step form 2, opt-in: set_attention_pipe(k_attention_pipe_mma)). The GQA
-// blocks of forms 0 and 1 were issue-bound at ~72 warp instructions per (query head, key) (docs/cuda.md, "Session 27"):
-// every key cost each of its query heads a score's butterfly, two expf and an FMA per dim. Here a block of 4 warps
-// takes all of its (at most 4) query heads at once as the rows of mma products (padded to 16; the rows past the heads
-// are zeros), each warp 16 keys of every 64-key tile: S = Q K^T by mma.m16n8k16 with K rows by ldmatrix, the online
-// softmax in the C fragment (the 4 lanes of a quad share a head), O += P V by mma.m16n8k16 with V by ldmatrix.trans. q
-// and p are rounded to f16 and the tensor cores sum in their own order, so this form is not bit-equal to one head per
-// block: memtile-cuda-check compares it by NMSE. head_dim 64 or 128 only (attn_mma_head); other sizes keep form 1.
+// blocks of forms 0 and 1 were issue-bound at ~72 warp instructions per (query head, key) (docs/cuda-log-s18-s31.md,
+// "Session 27"): every key cost each of its query heads a score's butterfly, two expf and an FMA per dim. Here a block
+// of 4 warps takes all of its (at most 4) query heads at once as the rows of mma products (padded to 16; the rows past
+// the heads are zeros), each warp 16 keys of every 64-key tile: S = Q K^T by mma.m16n8k16 with K rows by ldmatrix, the
+// online softmax in the C fragment (the 4 lanes of a quad share a head), O += P V by mma.m16n8k16 with V by
+// ldmatrix.trans. q and p are rounded to f16 and the tensor cores sum in their own order, so this form is not bit-equal
+// to one head per block: memtile-cuda-check compares it by NMSE. head_dim 64 or 128 only (attn_mma_head); other sizes
+// keep form 1.
 #pragma once
 
 #include <cuda_fp16.h>

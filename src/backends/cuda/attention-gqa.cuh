@@ -13,10 +13,10 @@ namespace memtile::cuda::detail {
 
 // GQA blocks (session 24): one block per (KV head, split) and up to G query heads of that KV head, 4 warps per head
 // (blockDim 128 G), so each K/V row crosses from L2 once for all G heads: ncu of one Llama-3-8B layer at depth 16,384
-// read 284 MB through L2 for its 67 MB of K and V with one head per block (docs/cuda.md, "Session 23"). The block
-// copies tiles of T keys of its KV head into shared memory (16-byte cp.async, two tiles in flight); warp (stream w =
-// warp % 4, head slot g = warp / 4) takes keys j0 + w + 4m of its split in key order, as the one-head kernels' warp w
-// does, with attn_key_step's values (a tile's keys batched by attn_gqa_keys) and the same block-state arithmetic: the
+// read 284 MB through L2 for its 67 MB of K and V with one head per block (docs/cuda-log-s18-s31.md, "Session 23"). The
+// block copies tiles of T keys of its KV head into shared memory (16-byte cp.async, two tiles in flight); warp (stream
+// w = warp % 4, head slot g = warp / 4) takes keys j0 + w + 4m of its split in key order, as the one-head kernels' warp
+// w does, with attn_key_step's values (a tile's keys batched by attn_gqa_keys) and the same block-state arithmetic: the
 // same bits as one head per block (checked for every variant). GB: the kernels' bound on G (attn_group_max); head_dim %
 // 8 == 0 (16-byte rows).
 __host__ __device__ constexpr int attn_tile_keys(int nd) {

@@ -11,14 +11,14 @@ constexpr int attn_group_max(int nd) {
     return nd >= 8 ? 2 : 4;
 }
 
-// When the default takes GQA blocks (docs/cuda.md, "Session 25", "Session 26" and "Session 28", H100, llama3-8b
-// shapes: 8 KV heads of 4 query heads, tg128 at the depth that fills the context). With the key steps of forms 0 and 1
-// they hold 4 times the warps of a one-head block and are issue-bound, so a grid of few of them leaves SMs idle: at 9,
-// 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and 1.1 % slower than one head per block; from 17
-// splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in one wave there). At 4 splits (context 512, few
-// keys, little L2 traffic to save) the batched step at B=8 (256 blocks) was 1.8 % slower. So: at least 8 splits and a
-// block per SM. On tensor cores (mma) the blocks are not issue-bound: at 13 splits (104 blocks) they were 9 % faster
-// than one head per block, so there at least 8 splits suffice.
+// When the default takes GQA blocks (docs/cuda-log-s18-s31.md, "Session 25", "Session 26" and "Session 28", H100,
+// llama3-8b shapes: 8 KV heads of 4 query heads, tg128 at the depth that fills the context). With the key steps of
+// forms 0 and 1 they hold 4 times the warps of a one-head block and are issue-bound, so a grid of few of them leaves
+// SMs idle: at 9, 13 and 16 splits (72, 104, 128 blocks on 132 SMs) they were 3, 1.8 and 1.1 % slower than one head per
+// block; from 17 splits (136 blocks) on 9-18 % faster (one-head blocks no longer fit in one wave there). At 4 splits
+// (context 512, few keys, little L2 traffic to save) the batched step at B=8 (256 blocks) was 1.8 % slower. So: at
+// least 8 splits and a block per SM. On tensor cores (mma) the blocks are not issue-bound: at 13 splits (104 blocks)
+// they were 9 % faster than one head per block, so there at least 8 splits suffice.
 inline bool attn_group_pays(int n_blocks, int n_split, bool mma, int sms) {
     return n_split >= 8 && (mma || n_blocks >= sms);
 }

@@ -1,6 +1,7 @@
 // bench_boundaries (cuda-backend.h): what a chain of dependent steps costs in read bandwidth, apart from any
 // arithmetic. A decode step reads its weights as a chain of products, each waiting for the previous one's output;
-// this bench reads slices of cold bytes the same way and times each way of chaining them (docs/cuda.md, "Session 32").
+// this bench reads slices of cold bytes the same way and times each way of chaining them (docs/cuda-log-s32-s35.md,
+// "Session 32").
 //
 // A unit is what one block of a decode product reads: 128 threads x 4 loads of 16 bytes (8 KiB, about a 4-row Q4_K
 // block of a 4,096-wide matrix), folded, multiplied by an "activation" of the previous slice's output and summed over

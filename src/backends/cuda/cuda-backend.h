@@ -182,10 +182,10 @@ int norm_fusion();  // the current mode
 // captured.
 void set_q6k_variant(int mode, int param = 0);
 int q6k_variant();  // the current mode
-// Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda.md "Session 5 (branch gf16)"):
-// at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row while the previous
-// kernel still runs; 0: every load after the wait (main's kernels before gf16). Or MEMTILE_CUDA_EARLY; read when a
-// graph is captured; bit-equal results at either level (for A/B benchmarks).
+// Weight loads of the decode matvecs before the PDL wait (matvec-common.cuh, docs/cuda-decode-log-s5-s6.md "Session 5
+// (branch gf16)"): at level 4 (default) each thread of a Q8_0, F16 or BF16 matvec loads its first 4 tasks of each row
+// while the previous kernel still runs; 0: every load after the wait (main's kernels before gf16). Or
+// MEMTILE_CUDA_EARLY; read when a graph is captured; bit-equal results at either level (for A/B benchmarks).
 void set_matvec_early(int level);
 // The Q4_K products of the single-sequence step at their default shape (2 rows x 2 warps) in lane pairs
 // (matvec-q4k.cuh: 512 contiguous weight bytes per load instruction), bit-equal to the plain kernel

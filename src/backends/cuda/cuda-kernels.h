@@ -127,7 +127,7 @@ int attention_merge_counters(int n_head);
 // The split count (1..n_split) of the decode attention (both steps) asked for n_split key ranges: n_split, except
 // where one sequence's one-head kernels take these heads (attn_group's default) and n_head x n_split blocks exceed a
 // wave of them on this device; there a partial last wave costs a whole one, so fewest_wave_splits' count
-// (wave-splits.h). docs/cuda.md, "Session 27".
+// (wave-splits.h). docs/cuda-log-s18-s31.md, "Session 27".
 int attention_wave_splits(int n_head, int n_head_kv, int head_dim, int n_split);
 bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope_params& p, const int32_t* pos,
                             const int32_t* slots, int64_t slot_stride, const uint16_t* k_cache, const uint16_t* v_cache,

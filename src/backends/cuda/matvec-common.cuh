@@ -283,7 +283,7 @@ __device__ __forceinline__ float plain_elem(dtype t, const uint8_t* row, int64_t
 constexpr int k_block_warps = 4;
 
 // Formats whose first tasks may be loaded before griddep_wait (matvec_early). Q4_0, Q4_K and Q6_K were measured slower
-// with it (docs/cuda.md, session 5 gf16), so they keep every load after the wait.
+// with it (docs/cuda-decode-log-s5-s6.md, "Session 5 (branch gf16)"), so they keep every load after the wait.
 template <dtype T>
 constexpr bool k_has_early = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16;
 
@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
             for (int t = tid; t < n_in / 64; t += S) task_qk<R, true>(q, xq, xd, xs, t, tid & 3, acc);
         } else if constexpr (T == dtype::q6_k) {
             // Unrolled by 2 although most threads run 1-4 tasks: measured faster, also on the rows of one task per
-            // thread (docs/cuda.md, session 5).
+            // thread (docs/cuda-decode-log-s5-s6.md, "Session 5 (branch gq6)").
 #pragma unroll 2
             for (int t = tid; t < n_in / 128; t += S) task_q6_k<R>(q, d, xq, xd, t, n_in / 128, acc);
         } else if (n_in % 4 == 0) {

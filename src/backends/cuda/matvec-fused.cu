@@ -1,9 +1,10 @@
-// Decode gate/up products with SwiGLU in their epilogue (docs/cuda.md, "Session 6 (branch gfu)" and "(branch gq8)").
-// F16/BF16: the block's two rows are gate row p and up row p + n_ff, and its first thread writes silu(gate) * up
-// (swiglu_kernel's expression), so the SwiGLU kernel and its kernel boundary disappear where the down matrix reads f32.
-// Q4_0/Q8_0: a block takes 32 pairs, a whole quantization group of the down matrix's int8 input, and quantizes it
-// itself. No last-block tail, and separate instantiations, so that matvec-common.cuh's kernels keep their registers.
-// The dot products are the plain kernel's (the same task order and sums per row): bit-equal to the two kernels.
+// Decode gate/up products with SwiGLU in their epilogue (docs/cuda-decode-log-s5-s6.md, "Session 6 (branch gfu)" and
+// "(branch gq8)"). F16/BF16: the block's two rows are gate row p and up row p + n_ff, and its first thread writes
+// silu(gate) * up (swiglu_kernel's expression), so the SwiGLU kernel and its kernel boundary disappear where the down
+// matrix reads f32. Q4_0/Q8_0: a block takes 32 pairs, a whole quantization group of the down matrix's int8 input, and
+// quantizes it itself. No last-block tail, and separate instantiations, so that matvec-common.cuh's kernels keep their
+// registers. The dot products are the plain kernel's (the same task order and sums per row): bit-equal to the two
+// kernels.
 #include "backends/cuda/matvec-fused.h"
 
 #include <cstdlib>

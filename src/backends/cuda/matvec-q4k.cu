@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(32 * k_block_warps)
 
 bool g_q4k_set = false;
 // Lane pairs: tg128 +0.6 % (docs/cuda-decode-log.md); the lane-pair kernel's early loads after 500 ns: +1.1-1.3 % on
-// the H100 (docs/cuda.md, "Session 33").
+// the H100 (docs/cuda-log-s32-s35.md, "Session 33").
 int g_q4k = k_q4k_lane_pairs | k_q4k_early | (2 << k_q4k_delay_shift);
 
 }  // namespace

@@ -21,7 +21,7 @@ constexpr int k_q4k_short_only = 8;    // only where n_in <= 4,096 (not the down
 constexpr int k_q4k_pair_launch = 32;  // also the Q/K of the pair launch (matvec-qkm.cu)
 // The lane-pair kernel's (gate/up, Wo, down) first step of weights loaded before the PDL wait, after a sleep of
 // (mode >> k_q4k_delay_shift) x 250 ns from the block's start, so that the loads need not queue ahead of the latency-
-// bound predecessor's (RMSNorm, attention, SwiGLU) on the same SMs (docs/cuda.md, "Session 33").
+// bound predecessor's (RMSNorm, attention, SwiGLU) on the same SMs (docs/cuda-log-s32-s35.md, "Session 33").
 constexpr int k_q4k_early = 64;
 constexpr int k_q4k_delay_shift = 8;
 int q4k_matvec_mode();
