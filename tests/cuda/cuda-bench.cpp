@@ -783,9 +783,9 @@ namespace memtile::cuda_check {
 // --boundary-bench "P;P;...": bench_boundaries per entry P, a slice size in MB (1e6 bytes, at most 1,024; 0: steps
 // without bytes) or a pattern "MB,MB,..." of a step's slices, repeated to about 2 GiB (at least 16 slices, at most 512
 // unless the pattern is longer; slices that total less than 256 MB, which the L2 could partly hold, are refused); every
-// form alternated. GB/s (ratio to the probe), us per slice, and each form's us per slice above form 0's (what a
-// boundary costs in that form).
-void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
+// form alternated (or only those of form_list, "1,2,..."; form 0 always runs first). GB/s (ratio to the probe), us per
+// slice, and each form's us per slice above form 0's (what a boundary costs in that form).
+void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& form_list) {
     const char* names[cuda::k_boundary_forms] = {"one launch",
                                                  "PDL chain",
                                                  "PDL, loads early",
@@ -803,8 +803,18 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list) {
                                                  "cp.async ring, defer",
                                                  "bulk ring, defer",
                                                  "bulk ring, none"};
-    std::vector<int> forms;
-    for (int f = 0; f < cuda::k_boundary_forms; f++) forms.push_back(f);
+    std::vector<int> forms{0};
+    for (int f = 1; f < cuda::k_boundary_forms; f++) forms.push_back(f);
+    if (!form_list.empty()) {
+        forms.resize(1);
+        for (const auto& item : split_list(form_list, ',')) {
+            char* end = nullptr;
+            const long f = std::strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end || f < 0 || f >= cuda::k_boundary_forms)
+                fail("check", "--boundary-forms: '{}' is not a form 0..{}", item, cuda::k_boundary_forms - 1);
+            if (std::find(forms.begin(), forms.end(), int(f)) == forms.end()) forms.push_back(int(f));
+        }
+    }
     fmt::print(
         "\nboundary bench: slices of cold bytes read one after another, each step reading the previous one's "
         "output; probe {:.0f} GB/s\n",

@@ -67,7 +67,7 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
                  const std::string& groups, const std::string& preset = "llama3-8b", int batch = 0);
 void bench_fusion(const cuda::bandwidth_probe& bw, const std::string& only, const std::string& masks);
 void bench_q4k(const cuda::bandwidth_probe& bw, const std::string& modes);
-void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list);
+void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& form_list);
 void bench_early(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_norm(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);
 void bench_q6k(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only);

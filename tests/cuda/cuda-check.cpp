@@ -19,6 +19,7 @@
 //                               also the batched step of B sequences at each depth)
 //                               [--boundary-bench "MB;MB,MB,...;..."] (cold slices, or patterns of them, read as a
 //                               chain of dependent steps in every way of chaining them; 0: a step without bytes)
+//                               [--boundary-forms "F,F,..."] (only these forms of --boundary-bench, and form 0)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -921,7 +922,7 @@ int main(int argc, char** argv) {
     uint32_t q6_ctx = 512;
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes,
-        boundary_list;
+        boundary_list, boundary_forms;
     std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b";
     int depth_batch = 0;
     for (int i = 1; i < argc; i++) {
@@ -987,6 +988,8 @@ int main(int argc, char** argv) {
             attn_check = true;
         else if (a == "--boundary-bench" && i + 1 < argc)
             boundary_list = argv[++i];
+        else if (a == "--boundary-forms" && i + 1 < argc)
+            boundary_forms = argv[++i];
         else if (a == "--q4k-modes" && i + 1 < argc)
             q4k_modes = argv[++i];
         else if (a == "--depth-bench" && i + 1 < argc)
@@ -1118,7 +1121,7 @@ int main(int argc, char** argv) {
             }
         }
         if (!boundary_list.empty()) {
-            bench_boundary(bw, boundary_list);
+            bench_boundary(bw, boundary_list, boundary_forms);
         } else if (!depth_list.empty()) {
             bench_depth(bw, depth_list, only, attn_groups, depth_preset, depth_batch);
         } else if (!q4k_modes.empty()) {
