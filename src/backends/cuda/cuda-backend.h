@@ -251,7 +251,7 @@ public:
 struct prefill_options {
     bool reference_attention = false;  // scalar attention kernel instead of the tensor-core one
     // f16 scratch per dequantized weight slice: whole matrices measured faster than L2-sized slices
-    // (Q4_K_M pp512 22,370 vs 19,309 tok/s with 32 MiB slices, docs/cuda.md).
+    // (Q4_K_M pp512 22,370 vs 19,309 tok/s with 32 MiB slices, docs/cuda-prefill-batch-log.md).
     uint64_t dequant_chunk_bytes = 256ull << 20;
     bool reference_batch_products = false;  // batched decode: dp4a/FMA kernels instead of tensor-core MMA
     int mma_unroll = 0;                     // weight units in flight per warp of the MMA kernels: 8, 4, 0 = per format

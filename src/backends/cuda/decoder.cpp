@@ -483,12 +483,13 @@ private:
     // The decode step, in stream order (captured once into the graph). decode_fusion() bits:
     // 2: the attention merge runs in the attention kernel's last blocks (launch_attention_fused, bit-equal) where that
     // was measured faster: Wo input in f32 or quantized in groups of 32; with K-format Wo (one scale per 256, two heads
-    // per chunk) the separate merge kernel was faster (docs/cuda.md).
+    // per chunk) the separate merge kernel was faster (docs/cuda-decode-log-s2-s4.md, "Session 4 (branch gfuse)").
     // 4: SwiGLU in the epilogue of an F16/BF16 gate/up product (launch_matvec_glu, bit-equal) where the down matrix
     // reads f32 (F16/BF16/F32 down); the quantized down matrices need their input quantized in groups of 32 or 256.
     // 8 (Q4_0) / 16 (Q8_0): SwiGLU and its quantization in groups of 32 in the epilogue of a Q4_0 / Q8_0 gate/up
     // product where the down matrix reads int8 in groups of 32 (launch_matvec_glu_q, bit-equal; the quantized h goes
-    // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda.md, branch gq8).
+    // to hq_, hd_, hs_ since the product still reads xq_). Q8_0 measured slower (docs/cuda-decode-log-s5-s6.md,
+    // "Session 6 (branch gq8)").
     // 32: RoPE and the KV write folded into the attention kernel (launch_attention_rope, bit-equal; no RoPE kernel);
     // 64: with 32, its K/V loads of earlier positions before the PDL wait; 128: with 2, the merge in the attention
     // kernel also for a K-format Wo (the whole block quantizes its unit of 256; measured slower, off by default).

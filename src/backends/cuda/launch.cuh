@@ -5,7 +5,8 @@
 // waited for its own, so all earlier kernels are done), and griddep_launch() to let its successor start.
 // Before the wait a kernel may only read what no kernel writes (the weights): the Q8_0/F16/BF16 matvecs load their
 // first tasks' weights into registers there (matvec_early), and optionally the next tasks into shared memory
-// (matvec_prefetch); prefetching weights into L2 there was measured slower (docs/cuda.md).
+// (matvec_prefetch); prefetching weights into L2 there was measured slower (docs/cuda-decode-log-s5-s6.md, "Session 5
+// (branch gl2)").
 #pragma once
 
 #include <cuda_runtime.h>

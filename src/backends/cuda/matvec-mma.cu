@@ -14,8 +14,8 @@
 //
 // The int8 activations are group-major (prefill-kernels.h), so the 8 sequences' bytes of one group that a
 // B-fragment load reads are adjacent. Weights: loading the fragment layout directly touches 8 rows (cache
-// lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda.md); Q8_0, Q4_0, F16 and
-// BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
+// lines) for 4-8 bytes per lane, which made the L1/LSU path the limit (ncu, docs/cuda-prefill-batch-log.md); Q8_0,
+// Q4_0, F16 and BF16 therefore load 16 contiguous bytes per lane along a row and form the fragments by quad shuffles
 // (Q8_0), ldmatrix from shared memory (Q4_0) or not at all (F16/BF16: no scales, any shared k order).
 // Q4_K, Q8_0 and Q4_0 rows of whole units run the pipelined kernels (matvec_mma_pipe_kernel: cp.async into a
 // per-warp ring in shared memory, ldmatrix); the register-staged kernel stays for other widths and as A/B option.
@@ -58,8 +58,9 @@ int g_q4k_xs = [] {
 // warp load touches 8 lines for 512 bytes instead of 128) and the quad exchanges words by shuffles to form
 // the fragments; without RW the lanes load the fragment layout directly (rows not a multiple of 64 bytes).
 // LDSM (row-wise Q4_0): fragments by ldmatrix from shared memory instead of quad shuffles, and integer dots
-// converted by an exact add instead of I2F (measured together: Q4_0 B=8 5.23x vs 4.85x, docs/cuda.md).
-// The kernel's work for row tile blk (its own kernel below, or a part of matvec_mma_pair_kernel).
+// converted by an exact add instead of I2F (measured together: Q4_0 B=8 5.23x vs 4.85x,
+// docs/cuda-prefill-batch-log.md). The kernel's work for row tile blk (its own kernel below, or a part of
+// matvec_mma_pair_kernel).
 template <dtype T, int NT, int KU, bool RW, bool LDSM>
 __device__ __forceinline__ void mma_rows(unsigned blk, gpu_weight w, int nb, const float* x, const int8_t* xq,
                                          const float* xd, const float* xs, float* y, int64_t y_stride, int accumulate) {
@@ -881,8 +882,8 @@ void launch_pipe(const gpu_weight& w, int nb, const int8_t* xq, const float* xd,
     }
 }
 
-// Stages per warp and minimum blocks per SM (measured, docs/cuda.md), with the other choice as variant 1:
-// Q4_K 2 super-blocks (37 KB of shared memory per block), 2 blocks (no register cap) for up to 8 sequences
+// Stages per warp and minimum blocks per SM (measured, docs/cuda-prefill-batch-log.md), with the other choice as
+// variant 1: Q4_K 2 super-blocks (37 KB of shared memory per block), 2 blocks (no register cap) for up to 8 sequences
 // (variant 1: 3); Q8_0 4 units (35 KB; variant 1: 2); Q4_0 2 units for up to 8 sequences (8 for rows of >= 8,192
 // elements), 4 for more (variant 1: the opposite).
 template <dtype T, int NT, bool ALT>
@@ -984,8 +985,8 @@ void launch_typed(const gpu_weight& w, int nb, const float* x, const int8_t* xq,
             return;
         }
     }
-    // Fragment-layout loads. Measured (docs/cuda.md): 8 units in flight helps Q4_K, Q6_K and Q4_0; 4 is faster
-    // for Q8_0, F16, BF16 (and Q5_K needs 254 registers at 8 for 16 sequences).
+    // Fragment-layout loads. Measured (docs/cuda-prefill-batch-log.md): 8 units in flight helps Q4_K, Q6_K and Q4_0; 4
+    // is faster for Q8_0, F16, BF16 (and Q5_K needs 254 registers at 8 for 16 sequences).
     const bool wide = T == dtype::q8_0 || T == dtype::f16 || T == dtype::bf16 || T == dtype::q5_k;
     const bool four = g_unroll == 4 || (g_unroll == 0 && wide);
     // Q6_K at 2..8 sequences: the pipelined kernel (matvec-mma-q6k.cu) unless an A/B option asks for another.

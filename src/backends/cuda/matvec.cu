@@ -145,15 +145,16 @@ void force_matvec_shape(matvec_shape shape) {
     g_forced_shape = shape;
 }
 
-// From the shape sweep of tests/cuda/cuda-check.cpp (H200, docs/cuda.md). Long rows (the down matrix, n_in
-// 14,336 over 4,096 rows) split each row over 4 warps (not Q6_K: its task is twice as long); the float formats do so
-// everywhere (their loop is short per byte, so the memory system needs more warps in flight). 2 rows per warp share the
-// activation loads of the integer formats; Q8_0/Q4_0 with many rows prefer one row per warp.
+// From the shape sweep of tests/cuda/cuda-check.cpp (H200, docs/cuda-decode-log-s2-s4.md). Long rows (the down matrix,
+// n_in 14,336 over 4,096 rows) split each row over 4 warps (not Q6_K: its task is twice as long); the float formats do
+// so everywhere (their loop is short per byte, so the memory system needs more warps in flight). 2 rows per warp share
+// the activation loads of the integer formats; Q8_0/Q4_0 with many rows prefer one row per warp.
 matvec_shape default_matvec_shape(const gpu_weight& w) {
     if (g_forced_shape.rows > 0) return g_forced_shape;
     if (!matvec_uses_int8(w.type)) return {2, 4};
     // Q6_K device layout (session 5): 2 x 1 measured in the decode step; 1 x 1 on V (n_out 1,024, faster alone) was
-    // slower there; 2 x 4 on the down matrix (n_in 14,336; 25 % faster alone) made Q4_K_M tg128 +1.7 % (docs/cuda.md).
+    // slower there; 2 x 4 on the down matrix (n_in 14,336; 25 % faster alone) made Q4_K_M tg128 +1.7 %
+    // (docs/cuda-decode-log-s5-s6.md, its session 5 status).
     if (w.type == dtype::q6_k) return w.n_in >= 8192 ? matvec_shape{2, 4} : matvec_shape{2, 1};
     if (w.type == dtype::q4_k) return {2, 2};  // its device-layout kernel: 2 x 2 best on every sweep shape
     if (w.n_in >= 8192) return {2, 4};
