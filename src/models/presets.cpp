@@ -31,6 +31,10 @@ std::vector<model_preset> build() {
     std::vector<model_preset> p;
     p.push_back({"llama3-8b", "Llama-3-8B shapes (E 4096, 32 layers, GQA 32/8, FF 14336, vocab 128256)",
                  make("llama", 128256, 4096, 32, 32, 8, 14336, 8192, 500000.0f, 1e-5f, false)});
+    // Llama-3-70B: the same step with ~8x the bytes per matrix, so a chain of launches costs a smaller share of a
+    // token (Q4_K_M ~42 GB: one 80 GB GPU).
+    p.push_back({"llama3-70b", "Llama-3-70B shapes (E 8192, 80 layers, GQA 64/8, FF 28672, vocab 128256)",
+                 make("llama", 128256, 8192, 80, 64, 8, 28672, 8192, 500000.0f, 1e-5f, false)});
     p.push_back({"llama2-7b", "Llama-2-7B shapes (E 4096, 32 layers, 32 heads without GQA, FF 11008, vocab 32000)",
                  make("llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false)});
     model_preset l32{"llama3.2-1b",
