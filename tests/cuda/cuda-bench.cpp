@@ -804,16 +804,14 @@ void bench_boundary(const cuda::bandwidth_probe& bw, const std::string& list, co
                                                  "bulk ring, defer",
                                                  "bulk ring, none"};
     std::vector<int> forms{0};
-    for (int f = 1; f < cuda::k_boundary_forms; f++) forms.push_back(f);
-    if (!form_list.empty()) {
-        forms.resize(1);
-        for (const auto& item : split_list(form_list, ',')) {
-            char* end = nullptr;
-            const long f = std::strtol(item.c_str(), &end, 10);
-            if (item.empty() || *end || f < 0 || f >= cuda::k_boundary_forms)
-                fail("check", "--boundary-forms: '{}' is not a form 0..{}", item, cuda::k_boundary_forms - 1);
-            if (std::find(forms.begin(), forms.end(), int(f)) == forms.end()) forms.push_back(int(f));
-        }
+    if (form_list.empty())
+        for (int f = 1; f < cuda::k_boundary_forms; f++) forms.push_back(f);
+    for (const auto& item : split_list(form_list, ',')) {
+        char* end = nullptr;
+        const long f = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || f < 0 || f >= cuda::k_boundary_forms)
+            fail("check", "--boundary-forms: '{}' is not a form 0..{}", item, cuda::k_boundary_forms - 1);
+        if (std::find(forms.begin(), forms.end(), int(f)) == forms.end()) forms.push_back(int(f));
     }
     fmt::print(
         "\nboundary bench: slices of cold bytes read one after another, each step reading the previous one's "
