@@ -59,6 +59,10 @@ std::vector<model_preset> build() {
                  make("qwen2", 512, 256, 2, 4, 2, 768, 512, 1000000.0f, 1e-6f, true)});
     p.push_back({"tiny-phi3", "tiny phi3 test model (fused QKV and gate/up)",
                  make("phi3", 512, 256, 2, 4, 4, 512, 512, 10000.0f, 1e-5f, false)});
+    // One layer at Llama-3-70B's widths (E 8192, 64 query heads on 8 KV heads: GQA groups of 8), for checks of the
+    // kernels at that width against the CPU engine without a 40 GB file.
+    p.push_back({"wide-llama3", "one-layer test model at Llama-3-70B widths (E 8192, GQA 64/8, FF 28672, vocab 512)",
+                 make("llama", 512, 8192, 1, 64, 8, 28672, 8192, 500000.0f, 1e-5f, false)});
     model_preset l3{"tiny-llama3", "tiny Llama-3.1-style test model (MQA, RoPE factors, tied output)",
                     make("llama", 512, 256, 2, 4, 1, 512, 2048, 500000.0f, 1e-5f, true)};
     l3.config.has_rope_freqs = true;

@@ -20,6 +20,7 @@
 //                               [--boundary-bench "MB;MB,MB,...;..."] (cold slices, or patterns of them, read as a
 //                               chain of dependent steps in every way of chaining them; 0: a step without bytes)
 //                               [--boundary-forms "F,F,..."] (only these forms of --boundary-bench, and form 0)
+//                               [--formats PRESET] (the per-format checks of that synthetic preset alone)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -465,7 +466,9 @@ void check_norm_load_bits(const std::string& kjv) {
     }
 }
 
-void check_formats(const std::string& dir) {
+// Logits, fusion bits, prefill and batched decode of synthetic models per weight format against the CPU engine; a
+// non-empty `preset` keeps that preset's items alone (--formats PRESET).
+void check_formats(const std::string& dir, const std::string& preset = "") {
     struct item {
         const char* preset;
         file_type type;
@@ -477,9 +480,14 @@ void check_formats(const std::string& dir) {
         {"tiny", file_type::q4_0, 1e-3},          {"tiny", file_type::q4_k_m, 1e-3},
         {"tiny", file_type::q5_k_m, 1e-3},        {"tiny", file_type::q6_k, 1e-3},
         {"tiny-qwen2", file_type::q8_0, 1e-3},    {"tiny-phi3", file_type::f16, 1e-5},
-        {"tiny-llama3", file_type::q4_k_m, 1e-3},
+        {"tiny-llama3", file_type::q4_k_m, 1e-3}, {"wide-llama3", file_type::q4_k_m, 1e-3},
+        {"wide-llama3", file_type::f16, 1e-5},    {"wide-llama3", file_type::q8_0, 1e-3},
     };
+    if (!preset.empty() &&
+        std::none_of(std::begin(items), std::end(items), [&](const item& it) { return preset == it.preset; }))
+        report(false, fmt::format("--formats {}: no check uses that preset", preset));
     for (const auto& it : items) {
+        if (!preset.empty() && preset != it.preset) continue;
         try {
             const std::string path = test::make_synthetic(dir, it.preset, it.type);
             const auto r = test::compare_logits(path, 16);
@@ -923,7 +931,7 @@ int main(int argc, char** argv) {
     bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes,
         boundary_list, boundary_forms;
-    std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b";
+    std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b", formats_preset;
     int depth_batch = 0;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -998,6 +1006,8 @@ int main(int argc, char** argv) {
             attn_groups = argv[++i];
         else if (a == "--depth-preset" && i + 1 < argc)
             depth_preset = argv[++i];
+        else if (a == "--formats" && i + 1 < argc)
+            formats_preset = argv[++i];
         else if (a == "--depth-batch" && i + 1 < argc) {
             char* end = nullptr;
             const long b = std::strtol(argv[++i], &end, 10);
@@ -1059,7 +1069,9 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(tmp);
         const auto bw = cuda::probe_bandwidth();
         fmt::print("probe: HBM read {:.0f} GB/s, L2 read {:.0f} GB/s\n", bw.hbm_read_gbs, bw.l2_read_gbs);
-        if (attn_check) {
+        if (!formats_preset.empty()) {
+            check_formats(tmp, formats_preset);
+        } else if (attn_check) {
             check_attention();
         } else if (q6k_check) {
             check_q6k_variants();
