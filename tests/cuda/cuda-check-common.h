@@ -1,5 +1,6 @@
-// Shared by the translation units of memtile-cuda-check: cuda-check.cpp (the checks and main), cuda-bench.cpp (the
-// benchmarks) and cuda-diagnose.cpp (the --diag diagnostics).
+// Shared by the translation units of memtile-cuda-check: cuda-check.cpp (the kernel-level checks and main),
+// cuda-check-models.cpp (the model-level checks), cuda-bench.cpp (the benchmarks) and cuda-diagnose.cpp (the --diag
+// diagnostics).
 #pragma once
 
 #include <fmt/format.h>
@@ -77,6 +78,20 @@ void bench_batch_step(const std::string& only, const std::string& masks);
 void bench_prefill_batch(const std::string& only);
 void bench_sampling();
 void bench_batch_sampling();
+
+// The model-level checks (cuda-check-models.cpp), each printing PASS / FAIL lines through report(): name labels a
+// model, path is a GGUF file, dir a scratch folder for synthetic models, kjv the shipped default model (or empty).
+void check_prefill_batch(const std::string& name, const std::string& path, double tol, bool batch, int n_first = 70,
+                         int n_second = 60);
+void check_fusion_bits(const std::string& name, const std::string& path);
+void check_norm_bits(const std::string& kjv);
+void check_norm_k(const std::string& dir);
+void check_prefetch_bits();
+void check_norm_load_bits(const std::string& kjv);
+// Per weight format of synthetic models; a non-empty preset keeps that preset's items alone (a reported failure
+// when none uses it).
+void check_formats(const std::string& dir, const std::string& preset = "");
+void check_greedy(const std::string& name, const std::string& path, int n);
 
 // The diagnostics (cuda-diagnose.cpp): dir a scratch folder for synthetic models, path a GGUF model.
 void diagnose_q8_0(const std::string& dir);
