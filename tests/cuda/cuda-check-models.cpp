@@ -304,6 +304,12 @@ void check_formats(const std::string& dir, const std::string& preset) {
         const char* preset;
         file_type type;
         double tol;
+        // The prefill checks' tolerance where it differs: the GPU's prefill multiplies f16 activations, the CPU engine
+        // quantizes them (q8_K for K-quant weights), and at Llama-3-70B widths that quantization alone puts the CPU
+        // engine's prefill 0.96-1.23e-3 (NMSE) from the f32 reference of tests/support/reference-model.h (Q4_K_M,
+        // 70 + 60 tokens, measured in session 37; its decode 9.3e-4), so the oracle's own error is the tolerance's
+        // size there (the GPU's prefill measured 1.35e-3 from the CPU engine, the F16 model 2.5e-6).
+        double prefill_tol = 0;
     };
     const item items[] = {
         {"tiny", file_type::all_f32, 1e-5},       {"tiny", file_type::f16, 1e-5},
@@ -311,7 +317,7 @@ void check_formats(const std::string& dir, const std::string& preset) {
         {"tiny", file_type::q4_0, 1e-3},          {"tiny", file_type::q4_k_m, 1e-3},
         {"tiny", file_type::q5_k_m, 1e-3},        {"tiny", file_type::q6_k, 1e-3},
         {"tiny-qwen2", file_type::q8_0, 1e-3},    {"tiny-phi3", file_type::f16, 1e-5},
-        {"tiny-llama3", file_type::q4_k_m, 1e-3}, {"wide-llama3", file_type::q4_k_m, 1e-3},
+        {"tiny-llama3", file_type::q4_k_m, 1e-3}, {"wide-llama3", file_type::q4_k_m, 1e-3, 2e-3},
         {"wide-llama3", file_type::f16, 1e-5},    {"wide-llama3", file_type::q8_0, 1e-3},
     };
     if (!preset.empty() &&
@@ -327,16 +333,17 @@ void check_formats(const std::string& dir, const std::string& preset) {
                                file_type_name(it.type), r.steps, r.worst_nmse, it.tol));
             const std::string name = fmt::format("{} {}", it.preset, file_type_name(it.type));
             check_fusion_bits(name, path);
-            check_prefill_batch(name, path, it.tol, true);
+            const double prefill_tol = it.prefill_tol > 0 ? it.prefill_tol : it.tol;
+            check_prefill_batch(name, path, prefill_tol, true);
             if (it.type == file_type::f16 || it.type == file_type::q4_k_m) {
                 cuda::prefill_options o;
                 o.reference_attention = true;
                 cuda::set_prefill_options(o);
-                check_prefill_batch(name + " ref-attn", path, it.tol, false);
+                check_prefill_batch(name + " ref-attn", path, prefill_tol, false);
                 o = {};
                 o.dequant_chunk_bytes = 1;  // slices of 128 rows: covers the slice loop
                 cuda::set_prefill_options(o);
-                check_prefill_batch(name + " 128-row", path, it.tol, false);
+                check_prefill_batch(name + " 128-row", path, prefill_tol, false);
                 o = {};
                 o.reference_batch_products = true;
                 cuda::set_prefill_options(o);

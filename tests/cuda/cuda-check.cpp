@@ -20,7 +20,7 @@
 //                               [--boundary-bench "MB;MB,MB,...;..."] (cold slices, or patterns of them, read as a
 //                               chain of dependent steps in every way of chaining them; 0: a step without bytes)
 //                               [--boundary-forms "F,F,..."] (only these forms of --boundary-bench, and form 0)
-//                               [--formats PRESET] (the per-format checks of that synthetic preset alone)
+//                               [--formats PRESET] (the per-format checks of that synthetic preset alone, no bench)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -648,9 +648,10 @@ int main(int argc, char** argv) {
             attn_groups = argv[++i];
         else if (a == "--depth-preset" && i + 1 < argc)
             depth_preset = argv[++i];
-        else if (a == "--formats" && i + 1 < argc)
+        else if (a == "--formats" && i + 1 < argc) {
             formats_preset = argv[++i];
-        else if (a == "--depth-batch" && i + 1 < argc) {
+            do_bench = false;
+        } else if (a == "--depth-batch" && i + 1 < argc) {
             char* end = nullptr;
             const long b = std::strtol(argv[++i], &end, 10);
             if (!end || *end || b < 1 || b > 16) {
