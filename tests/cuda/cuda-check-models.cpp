@@ -304,11 +304,12 @@ void check_formats(const std::string& dir, const std::string& preset) {
         const char* preset;
         file_type type;
         double tol;
-        // The prefill checks' tolerance where it differs: the GPU's prefill multiplies f16 activations, the CPU engine
-        // quantizes them (q8_K for K-quant weights), and at Llama-3-70B widths that quantization alone puts the CPU
-        // engine's prefill 0.96-1.23e-3 (NMSE) from the f32 reference of tests/support/reference-model.h (Q4_K_M,
-        // 70 + 60 tokens, measured in session 37; its decode 9.3e-4), so the oracle's own error is the tolerance's
-        // size there (the GPU's prefill measured 1.35e-3 from the CPU engine, the F16 model 2.5e-6).
+        // check_prefill_batch's tolerance (its prefill and batch lines) where it differs: the GPU's prefill multiplies
+        // f16 activations, the CPU engine quantizes them (q8_K for K-quant weights), and at Llama-3-70B widths that
+        // quantization alone puts the CPU engine's prefill 0.96-1.23e-3 (NMSE) from the f32 reference of
+        // tests/support/reference-model.h (Q4_K_M, 70 + 60 tokens, measured in session 37; its decode 9.3e-4), so the
+        // oracle's own error is the tolerance's size there (the GPU's prefill measured 1.35e-3 from the CPU engine, the
+        // F16 model 2.5e-6).
         double prefill_tol = 0;
     };
     const item items[] = {
