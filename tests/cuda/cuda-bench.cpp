@@ -93,25 +93,32 @@ static std::vector<int> int_list(const std::string& list) {
 
 void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const std::string& only,
                  const std::string& groups, const std::string& preset_name, int batch) {
-    // A setting "G", "G/P" or "G/P/S": heads per block G (cuda::set_attention_group), GQA tile loop P
+    // A setting "G", "G/P", "G/P/S" or "G/P/S/K": heads per block G (cuda::set_attention_group), GQA tile loop P
     // (cuda::set_attention_pipe, -1: the default), attention splits S (MEMTILE_CUDA_SPLITS while that decoder is
-    // made; absent: the default count).
+    // made; absent or 0: the default count), least keys per split K (MEMTILE_CUDA_SPLIT_KEYS likewise; absent or -1:
+    // the default).
     struct setting {
-        int group, pipe, splits;
+        int group, pipe, splits, split_keys;
         std::string name;
     };
     std::vector<setting> settings;
     for (size_t p = 0; p <= groups.size();) {
         const size_t e = std::min(groups.find(',', p), groups.size());
         const std::string tok = groups.substr(p, e - p);
-        const size_t slash = tok.find('/'), slash2 = slash == std::string::npos ? slash : tok.find('/', slash + 1);
-        const int g = std::stoi(tok.substr(0, slash));
-        const int pipe = slash == std::string::npos ? -1 : std::stoi(tok.substr(slash + 1, slash2 - slash - 1));
-        const int splits = slash2 == std::string::npos ? 0 : std::stoi(tok.substr(slash2 + 1));
-        settings.push_back({g, pipe, splits,
-                            fmt::format("{}{}{}", g == 0 ? std::string("auto") : std::to_string(g),
+        std::vector<int> f;
+        for (size_t q = 0; q <= tok.size();) {
+            const size_t qe = std::min(tok.find('/', q), tok.size());
+            f.push_back(std::stoi(tok.substr(q, qe - q)));
+            q = qe + 1;
+        }
+        f.resize(std::max<size_t>(f.size(), 4), 0);
+        const int g = f[0], pipe = tok.find('/') == std::string::npos ? -1 : f[1], splits = f[2];
+        const int keys = std::count(tok.begin(), tok.end(), '/') >= 3 ? f[3] : -1;
+        settings.push_back({g, pipe, splits, keys,
+                            fmt::format("{}{}{}{}", g == 0 ? std::string("auto") : std::to_string(g),
                                         pipe < 0 ? std::string() : fmt::format("/{}", pipe),
-                                        splits > 0 ? fmt::format(" splits {}", splits) : std::string())});
+                                        splits > 0 ? fmt::format(" splits {}", splits) : std::string(),
+                                        keys >= 0 ? fmt::format(" keys/split >= {}", keys) : std::string())});
         p = e + 1;
     }
     const std::vector<int> depths = int_list(list);
@@ -130,8 +137,10 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
                 cuda::set_attention_group(st.group);
                 cuda::set_attention_pipe(st.pipe);
                 if (st.splits > 0) setenv("MEMTILE_CUDA_SPLITS", std::to_string(st.splits).c_str(), 1);
+                if (st.split_keys >= 0) setenv("MEMTILE_CUDA_SPLIT_KEYS", std::to_string(st.split_keys).c_str(), 1);
                 ds.push_back(cuda::decoder::random(preset.config, ft, uint32_t(max_depth + 160), 11));
                 unsetenv("MEMTILE_CUDA_SPLITS");
+                unsetenv("MEMTILE_CUDA_SPLIT_KEYS");
                 fmt::print("  setting {}: {}\n", st.name, ds.back()->summary());
             }
             cuda::set_attention_group(0);

@@ -15,7 +15,8 @@
 //                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
 //                               --attn-groups "0,1,0/0": heads-per-block settings alternated, default "0";
 //                               "G/P": also the GQA key steps P, cuda::set_attention_pipe; "G/P/S": also S
-//                               attention splits; --depth-preset NAME: another preset's shapes; --depth-batch B:
+//                               attention splits; "G/P/S/K": also at least K keys per split (0: none);
+//                               --depth-preset NAME: another preset's shapes; --depth-batch B:
 //                               also the batched step of B sequences at each depth)
 //                               [--boundary-bench "MB;MB,MB,...;..."] (cold slices, or patterns of them, read as a
 //                               chain of dependent steps in every way of chaining them; 0: a step without bytes)
@@ -408,6 +409,7 @@ void check_attention() {
         float amp;
         bool neox;
         int n_split;
+        int split_keys = 0;  // rope_params::split_keys
     };
     const item items[] = {{2, 4, 2, 64, 1, false, 1},
                           {2, 4, 2, 64, 4, false, 1},
@@ -429,11 +431,24 @@ void check_attention() {
                           {150, 8, 2, 96, 2, true, 2},
                           // many 64-key tiles per split: the tensor-core form's ring of 3 reuses its buffers
                           {1100, 32, 8, 128, 2, false, 2},
-                          {300, 8, 2, 64, 2, true, 1}};
+                          {300, 8, 2, 64, 2, true, 1},
+                          // at least K keys per split: the first splits of a grid sized for more keys, the last one
+                          // partly filled (the new key in it) or whole; the rest empty
+                          {130, 32, 8, 128, 2, false, 32, 64},
+                          {128, 32, 8, 128, 2, false, 32, 64},
+                          {9, 6, 2, 64, 4, false, 4, 4},
+                          {600, 32, 8, 128, 2, false, 32, 128},
+                          {70, 8, 2, 256, 2, true, 8, 16},
+                          {21, 14, 2, 64, 2, true, 4, 8},
+                          {1100, 32, 8, 128, 2, false, 8, 64}};
     for (const auto& it : items) {
+        const std::string splits =
+            fmt::format("{} splits{}", it.n_split,
+                        it.split_keys > 0 ? fmt::format(" of >= {} keys", it.split_keys) : std::string());
         try {
-            const auto r = test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
-                                                            it.neox, it.n_split, uint64_t(it.n_pos * 7 + it.n_head));
+            const auto r =
+                test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
+                                                 it.n_split, uint64_t(it.n_pos * 7 + it.n_head), 0, it.split_keys);
             // The merge in a thread-block cluster (variants 4, 5) against the separate kernels, also quantizing the
             // output as for a Wo reading groups of 32 / units of 256 (the last-block merge, variant 3, as well).
             int differ_q = 0, differ_g = r.differ_grouped, grouped = r.grouped;
@@ -442,7 +457,7 @@ void check_attention() {
             for (int qb : {32, 256}) {
                 const auto rq =
                     test::compare_attention_variants(it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp, it.neox,
-                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head), qb);
+                                                     it.n_split, uint64_t(it.n_pos * 7 + it.n_head), qb, it.split_keys);
                 differ_q += rq.differ_from_0;
                 differ_g += rq.differ_grouped;
                 grouped += rq.grouped;
@@ -451,36 +466,36 @@ void check_attention() {
                 mma_nmse = std::max(mma_nmse, rq.mma_nmse);
             }
             report(differ_g == 0,
-                   fmt::format("attention GQA blocks {} positions, {}/{} heads of {}, {} splits: {} of {} "
+                   fmt::format("attention GQA blocks {} positions, {}/{} heads of {}, {}: {} of {} "
                                "(variant, heads per block, key steps, q_block) differ from one head per block "
                                "(bit-equal expected)",
-                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, differ_g, grouped));
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, splits, differ_g, grouped));
             // Unquantized and quantized (32 / 256) runs; at least one must differ from one head per block, or the
             // tensor-core form did not run.
             if (r.mma_runs > 0)
                 report(mma_nmse <= 1e-4 && mma_differ == 0 && mma_unchanged < 3 * r.mma_runs,
-                       fmt::format("attention GQA tensor-core key steps {} positions, {}/{} heads of {}, {} splits: "
+                       fmt::format("attention GQA tensor-core key steps {} positions, {}/{} heads of {}, {}: "
                                    "worst NMSE {:.1e} against one head per block over {} runs (tol 1e-4), {} of them "
                                    "bit-equal to it; {} folded runs differ from the separate kernels' (bit-equal "
                                    "expected)",
-                                   it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, mma_nmse, 3 * r.mma_runs,
+                                   it.n_pos, it.n_head, it.n_head_kv, it.head_dim, splits, mma_nmse, 3 * r.mma_runs,
                                    mma_unchanged, mma_differ));
             report(r.differ_from_0 == 0 && differ_q == 0 && std::max(r.nmse[4], r.nmse[5]) <= 1e-10,
-                   fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {} splits: {} of 5 folded "
+                   fmt::format("attention cluster merge {} positions, {}/{} heads of {}, {}: {} of 5 folded "
                                "variants differ unquantized, {} quantized (32 / 256; bit-equal expected), NMSE {:.1e}",
-                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, r.differ_from_0, differ_q,
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, splits, r.differ_from_0, differ_q,
                                std::max(r.nmse[4], r.nmse[5])));
             const double e = r.nmse[0];
-            report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {} splits: "
+            report(e <= 1e-10, fmt::format("attention {} positions, {}/{} heads of {}, amplitude {}, {}, {}: "
                                            "NMSE {:.1e}",
                                            it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.amp,
-                                           it.neox ? "neox" : "normal", it.n_split, e));
+                                           it.neox ? "neox" : "normal", splits, e));
             // RoPE + KV write folded into the attention kernel (launch_attention_rope): same bits as the two kernels.
             const double worst = std::max({r.nmse[1], r.nmse[2], r.nmse[3]});
             report(r.differ_from_0 == 0 && worst <= 1e-10,
-                   fmt::format("attention folded RoPE {} positions, {}/{} heads of {}, {} splits: {} of 3 variants "
+                   fmt::format("attention folded RoPE {} positions, {}/{} heads of {}, {}: {} of 3 variants "
                                "differ from the separate kernels (bit-equal expected), worst NMSE {:.1e}",
-                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, it.n_split, r.differ_from_0, worst));
+                               it.n_pos, it.n_head, it.n_head_kv, it.head_dim, splits, r.differ_from_0, worst));
         } catch (const std::exception& ex) {
             report(false, fmt::format("attention check: {}", ex.what()));
         }

@@ -242,9 +242,10 @@ struct attention_comparison {
 // separate RoPE kernel, RoPE folded into the attention kernel with separate merge, with early K/V loads, with the merge
 // in the kernel, with the merge in a thread-block cluster) and by the CPU engine's ops; q, k, v random in [-amp, amp].
 // q_block > 0: the outputs are also quantized as for a Wo reading them (32 / 256), and the quantized values count in
-// the bit comparison.
+// the bit comparison. split_keys: the GPU's least keys per split (rope_params::split_keys).
 inline attention_comparison compare_attention_variants(int n_pos, int n_head, int n_head_kv, int head_dim, float amp,
-                                                       bool neox, int n_split, uint64_t seed, int q_block = 0) {
+                                                       bool neox, int n_split, uint64_t seed, int q_block = 0,
+                                                       int split_keys = 0) {
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
     uniform_source next(seed);
     std::vector<std::vector<float>> qkv(static_cast<size_t>(n_pos));
@@ -258,7 +259,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     std::vector<float> gpu[6];
     cuda::set_attention_pipe(1);
     for (int v = 0; v < 6; v++)
-        gpu[v] = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+        gpu[v] = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
     cuda::set_attention_pipe(-1);
     // The GQA blocks (several query heads of one KV head per block; the cluster variants 4, 5 keep one head) against
     // one head per block: the default grouping, and at most 2 heads per block (uneven cuts: 3 heads as 2 + 1).
@@ -273,15 +274,16 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     std::vector<float> mma0[2];  // variant 0's tensor-core outputs at 2 and 8 heads per block
     for (int v = 0; v < 4; v++) {
         cuda::set_attention_group(1);
-        const auto one = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+        const auto one =
+            cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
         differ_grouped += !same_bits(one, gpu[v]);
         grouped++;
         for (int pipe = 0; pipe < cuda::k_attention_pipes; pipe++) {
             cuda::set_attention_pipe(pipe);
             for (int g : {2, 8}) {
                 cuda::set_attention_group(g);
-                const auto out =
-                    cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+                const auto out = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v,
+                                                       q_block, split_keys);
                 differ_grouped += !same_bits(one, out);
                 grouped++;
             }
@@ -289,7 +291,8 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
         cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
         for (int gi = 0; gi < 2; gi++) {
             cuda::set_attention_group(gi == 0 ? 2 : 8);
-            const auto out = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block);
+            const auto out =
+                cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
             if (v == 0)
                 mma0[gi] = out;
             else
@@ -307,10 +310,11 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     cuda::set_attention_group(0);
     cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
     {
-        const auto base0 = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, 0, q_block);
+        const auto base0 =
+            cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, 0, q_block, split_keys);
         for (int v : {4, 5})
-            mma_differ += !same_bits(
-                base0, cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block));
+            mma_differ += !same_bits(base0, cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split,
+                                                                  v, q_block, split_keys));
     }
     cuda::set_attention_pipe(-1);
     kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);

@@ -143,9 +143,9 @@ __device__ __forceinline__ void attn_block_state(float m, float l, const float (
 template <int ND, int KU>
 __device__ __forceinline__ void attn_partial_block(const float* q, const __half* kc, const __half* vc, int n_head,
                                                    int n_head_kv, int hd, int n_keys, int h, int split, int n_split,
-                                                   float* partial) {
+                                                   int split_keys, float* partial) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int chunk = attn_split_chunk(n_keys, n_split, split_keys);
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk);
     const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * hd;
     float qr[ND], acc[ND];
@@ -171,13 +171,14 @@ __device__ __forceinline__ void attn_partial_block(const float* q, const __half*
 template <int ND, int KU>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_partial_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
-                        int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial) {
+                        int64_t slot_stride, int n_head, int n_head_kv, int hd, int split_keys, const int32_t* pos_p,
+                        float* partial) {
     griddep_wait();
     griddep_launch();
     const int row = blockIdx.z;
     const int slot = slots ? slots[row] : 0;
     attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
-                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y,
+                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, gridDim.y, split_keys,
                                partial + int64_t(row) * n_head * gridDim.y * (hd + 2));
 }
 
@@ -243,15 +244,16 @@ __device__ __forceinline__ void attn_merge_chunk(const float* partial, int chunk
 template <int ND, int KU>
 __global__ void __launch_bounds__(32 * k_attn_warps)
     attn_fused_kernel(const float* q, int64_t q_stride, const __half* kc, const __half* vc, const int32_t* slots,
-                      int64_t slot_stride, int n_head, int n_head_kv, int hd, const int32_t* pos_p, float* partial,
-                      int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd, float* xs) {
+                      int64_t slot_stride, int n_head, int n_head_kv, int hd, int split_keys, const int32_t* pos_p,
+                      float* partial, int hc, unsigned* counters, float* out, int q_block, int8_t* xq, float* xd,
+                      float* xs) {
     griddep_wait();
     griddep_launch();
     const int row = blockIdx.z, n_split = gridDim.y;
     const int slot = slots ? slots[row] : 0;
     partial += int64_t(row) * n_head * n_split * (hd + 2);
     attn_partial_block<ND, KU>(q + row * q_stride, kc + slot * slot_stride, vc + slot * slot_stride, n_head, n_head_kv,
-                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, partial);
+                               hd, pos_p[slot] + 1, blockIdx.x, blockIdx.y, n_split, split_keys, partial);
     const int chunk = blockIdx.x / hc;
     if (!last_block_arrived(counters + int64_t(row) * (n_head / hc) + chunk, unsigned(hc * n_split))) return;
     attn_merge_chunk(partial, chunk, hc, n_split, hd, out + int64_t(row) * n_head * hd, q_block, xq, xd, xs, row,
@@ -284,7 +286,7 @@ __device__ __forceinline__ void attn_rope_block(const float* qkv, const float* b
         griddep_launch();
     }
     const int pos = *pos_p, n_keys = pos + 1;
-    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int chunk = attn_split_chunk(n_keys, n_split, p.split_keys);
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = min(j1, pos);  // cache rows: [j0, jc)
     const bool has_new = j0 <= pos && pos < j1, writer = has_new && h % group == 0;
     const int n_jobs = (has_new ? 3 : 1) * hd2;  // q pairs, then k pairs, then v pairs
@@ -800,7 +802,7 @@ static void launch_attention_core(const float* q, int64_t q_stride, int n_rows, 
     } else {
         auto* kernel = attn_kernel_for<attn_partial_kernel_of>(nd, slots != nullptr);
         launch(kernel, grid, 32 * k_attn_warps, s, q, q_stride, kc, vc, slots, slot_stride, n_head, n_head_kv, head_dim,
-               pos, partial);
+               p.split_keys, pos, partial);
     }
     launch_attention_merge(partial, n_rows, p, n_split, out, q_block, xq, xd, xs, s);
 }
@@ -840,7 +842,7 @@ bool launch_attention_fused(float* qkv, int64_t q_stride, int n_rows, const rope
     }
     auto* kernel = attn_kernel_for<attn_fused_kernel_of>(nd, slots != nullptr);
     launch(kernel, grid, 32 * k_attn_warps, s, static_cast<const float*>(qkv), q_stride, kc, vc, slots, slot_stride,
-           p.n_head, p.n_head_kv, p.head_dim, pos, partial, hc, counters, out, qb,
+           p.n_head, p.n_head_kv, p.head_dim, p.split_keys, pos, partial, hc, counters, out, qb,
            quantize ? xq : static_cast<int8_t*>(nullptr), xd, xs);
     return true;
 }

@@ -222,7 +222,7 @@ __device__ __forceinline__ attn_split_span attn_gqa_setup(const float* src, cons
         griddep_launch();
     }
     const int pos = *pos_p, n_keys = pos + 1;
-    const int chunk = (n_keys + n_split - 1) / n_split;
+    const int chunk = attn_split_chunk(n_keys, n_split, p.split_keys);
     const int j0 = split * chunk, j1 = min(n_keys, j0 + chunk), jc = ROPE ? min(j1, pos) : j1;  // cache rows [j0, jc)
     const bool has_new = ROPE && j0 <= pos && pos < j1;
     first(j0, jc);

@@ -95,8 +95,10 @@ std::vector<float> qkm_products_gguf(const uint8_t* a, int64_t n_out_a, const ui
 // (launch_attention_rope): 1 separate merge, 2 K/V loads before the PDL wait, 3 merge in the kernel's last blocks,
 // 4 merge in a thread-block cluster, 5 the same with the early K/V loads. q_block 32 / 256: the output also quantized
 // as for a Wo reading it, appended as [q_dim] quantized values, then [q_dim / 32] scales and [q_dim / 32] sums.
+// split_keys: the least keys per split (rope_params::split_keys; 0: ceil(positions / n_split)).
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split, int variant = 0, int q_block = 0);
+                                   float freq_base, bool neox, int n_split, int variant = 0, int q_block = 0,
+                                   int split_keys = 0);
 // The decode step's embedding gather of row `token` of such rows, dequantized on the device ([n_in], host).
 std::vector<float> embed_gguf_row(dtype t, const uint8_t* rows, int64_t n_in, int64_t n_out, int32_t token);
 // The decode steps' greedy pick (launch_argmax_rows) of each row of logits ([n_rows, n], host; n_rows <= 16): the index

@@ -102,6 +102,7 @@ struct rope_params {
     bool neox;
     const float* freq;     // [n_rot / 2]: freq_base^(-2i / n_rot)
     const float* factors;  // [n_rot / 2] or null (theta_i / factor_i)
+    int split_keys = 0;    // the decode attention's least keys per split (attn_split_chunk; 0: none)
 };
 // qkv: [q_dim + 2 kv_dim] (q, k, v back to back); adds bias ([same], nullable), rotates q and k at *pos and
 // writes k and v as f16 into row *pos of the layer's caches ([n_ctx, kv_dim] each).

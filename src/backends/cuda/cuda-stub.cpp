@@ -50,7 +50,7 @@ std::vector<float> cuda::qkm_products_gguf(const uint8_t*, int64_t, const uint8_
     not_compiled();
 }
 std::vector<float> cuda::attention_check(const std::vector<std::vector<float>>&, int, int, int, float, bool, int, int,
-                                         int) {
+                                         int, int) {
     not_compiled();
 }
 std::vector<float> cuda::embed_gguf_row(dtype, const uint8_t*, int64_t, int64_t, int32_t) {

@@ -211,12 +211,13 @@ public:
         std::string types;
         for (const auto& [t, n] : type_bytes_)
             types += fmt::format("{}{} {}", types.empty() ? "" : ", ", dtype_name(t), format_bytes(n));
-        return fmt::format("{} layers{}, weights {} ({}), KV cache {} for {} positions, {} attention splits",
+        return fmt::format("{} layers{}, weights {} ({}), KV cache {} for {} positions, {} attention splits{}",
                            cfg_.n_layer - first_layer_,
                            first_layer_ ? fmt::format(" ({}..{}; the CPU runs 0..{})", first_layer_, cfg_.n_layer - 1,
                                                       first_layer_ - 1)
                                         : "",
-                           format_bytes(streamed_), types, format_bytes(kv_bytes_), n_ctx_, n_split_);
+                           format_bytes(streamed_), types, format_bytes(kv_bytes_), n_ctx_, n_split_,
+                           split_keys_ > 0 ? fmt::format(" of >= {} keys", split_keys_) : std::string());
     }
 
     uint32_t first_layer() const override { return first_layer_; }
@@ -441,6 +442,7 @@ private:
         argmax_scratch_ = static_cast<float*>(alloc(k_argmax_scratch * 4));
         logits_host_.resize(size_t(V));
         n_split_ = attention_splits(n_ctx_, c);
+        split_keys_ = attention_split_keys();
         partial_ = static_cast<float*>(alloc(size_t(c.n_head) * size_t(n_split_) * (c.head_dim + 2) * 4));
         // Caches of the GPU's layers only: layer il at (il - first_layer_) * layer_kv.
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV), gpu_layers = c.n_layer - first_layer_;
@@ -505,7 +507,7 @@ private:
         int32_t* pos = io_ + 1;
         if (first_layer_ == 0) launch_embed(tok_embd_, token, x_, s);  // else x_ holds the CPU's hidden state
         const rope_params rp{int(c.n_head), int(c.n_head_kv), int(c.head_dim), int(c.n_rot), c.rope == rope_style::neox,
-                             freq_,         factors_};
+                             freq_,         factors_,         split_keys_};
         const size_t layer_kv = size_t(n_ctx_) * size_t(KV);
         const unsigned knock = decode_fusion();
         const attn_shapes shapes = forced_attn_shapes();
@@ -733,7 +735,7 @@ private:
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int32_t* io_ = nullptr;       // device: token, position
     int32_t* host_io_ = nullptr;  // pinned host mirror
-    int n_split_ = 1;
+    int n_split_ = 1, split_keys_ = 0;
     std::vector<float> logits_host_;
     std::unique_ptr<prefill_pass> prefill_;
     std::unique_ptr<device_sampler> sampler_;
@@ -758,6 +760,14 @@ int attention_splits(uint32_t n_ctx, const model_config& c) {
     }
     return attention_wave_splits(int(c.n_head), int(c.n_head_kv), int(c.head_dim),
                                  int(std::clamp<uint32_t>(n_ctx / 128, 1, 32)));
+}
+
+int attention_split_keys() {
+    if (const char* env = std::getenv("MEMTILE_CUDA_SPLIT_KEYS")) {
+        const int v = int(std::strtol(env, nullptr, 10));
+        if (v >= 0 && v <= 1 << 20) return v;
+    }
+    return k_attention_split_keys;
 }
 
 void set_decode_fusion(unsigned mask) {

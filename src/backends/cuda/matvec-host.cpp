@@ -120,13 +120,14 @@ gpu_weight upload_rows(device_arena& arena, dtype t, const uint8_t* rows, int64_
 }  // namespace
 
 std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, int n_head, int n_head_kv, int head_dim,
-                                   float freq_base, bool neox, int n_split, int variant, int q_block) {
+                                   float freq_base, bool neox, int n_split, int variant, int q_block, int split_keys) {
     require_device();
     if (variant < 0 || variant > 5) fail("cuda", "attention check: unknown variant {}", variant);
     if (q_block != 0 && q_block != 32 && q_block != 256) fail("cuda", "attention check: q_block {}", q_block);
     const int n_pos = int(qkv.size());
     const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
-    if (n_pos == 0 || n_split < 1) fail("cuda", "attention check needs positions and n_split >= 1");
+    if (n_pos == 0 || n_split < 1 || split_keys < 0)
+        fail("cuda", "attention check needs positions, n_split >= 1 and split_keys >= 0");
     device_arena arena;
     auto* buf = static_cast<float*>(arena.get(size_t(q_dim + 2 * kv_dim) * 4));
     auto* kc = static_cast<uint16_t*>(arena.get(size_t(n_pos) * size_t(kv_dim) * 2));
@@ -145,7 +146,7 @@ std::vector<float> attention_check(const std::vector<std::vector<float>>& qkv, i
     for (size_t i = 0; i < freq.size(); i++) freq[i] = std::pow(freq_base, -2.0f * float(i) / float(head_dim));
     auto* freq_d = static_cast<float*>(arena.get(freq.size() * 4));
     check(cudaMemcpy(freq_d, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice), "upload");
-    const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr};
+    const rope_params rp{n_head, n_head_kv, head_dim, head_dim, neox, freq_d, nullptr, split_keys};
     // Each position as a decode step does it: RoPE + cache write of position p and attention at p.
     for (int p = 0; p < n_pos; p++) {
         if (int(qkv[size_t(p)].size()) != q_dim + 2 * kv_dim) fail("cuda", "attention check: bad qkv size");

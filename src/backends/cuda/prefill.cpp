@@ -217,6 +217,7 @@ public:
         logits_ = arena_.get_n<float>(B * size_t(V));
         argmax_scratch_ = arena_.get_n<float>(size_t(k_argmax_scratch));
         n_split_ = attention_splits(n_ctx, c);
+        split_keys_ = attention_split_keys();
         partial_ = arena_.get_n<float>(B * c.n_head * size_t(n_split_) * (c.head_dim + 2));
         layer_kv_ = int64_t(n_ctx) * KV;
         slot_stride_ = layer_kv_ * c.n_layer;
@@ -439,7 +440,8 @@ private:
         int32_t* tokens = io_;
         const int32_t* slots = io_ + k_max_batch;
         int32_t* pos = io_ + 2 * k_max_batch;
-        const rope_params rp = rope_of(m_);
+        rope_params rp = rope_of(m_);
+        rp.split_keys = split_keys_;
         const bool tc = !g_options.reference_batch_products;
         const unsigned mask = batch_step();
         auto on = [&](unsigned ko) { return (mask & ko) == 0; };
@@ -503,7 +505,7 @@ private:
     int8_t* xq_ = nullptr;
     uint16_t *k_cache_ = nullptr, *v_cache_ = nullptr;
     int64_t layer_kv_ = 0, slot_stride_ = 0;
-    int n_split_ = 1;
+    int n_split_ = 1, split_keys_ = 0;
     int io_n_ = 0;
     int32_t* io_ = nullptr;       // device: tokens [16], sequence ids [16], positions [max_seq]
     int32_t* host_io_ = nullptr;  // pinned mirror
