@@ -3,6 +3,7 @@
 // checks (tests/support/cuda-checks.h) with the larger models and the benchmarks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -25,6 +26,38 @@ bool have_device() {
 
 #define MEMTILE_SKIP_WITHOUT_CUDA() \
     if (!have_device()) GTEST_SKIP() << "no CUDA device (" << cuda::device_description() << ")"
+
+// The decode attention's keys per split (pure arithmetic: runs without a device): every key in exactly one split of
+// the grid, the used splits the first ones; min_keys 0 is the cut before session 38; with min_keys K every used split
+// but the last holds K or more keys, and ceil(n_keys / K) splits are used where that is fewer than the grid's.
+TEST(cuda_backend, attention_split_keys_cover_every_key_once) {
+    for (int k : {0, 1, 4, 64, 128})
+        for (int n_split = 1; n_split <= 32; n_split++)
+            for (int n_keys = 1; n_keys <= 700; n_keys += n_keys < 140 ? 1 : 37) {
+                const int c = cuda::attn_split_chunk(n_keys, n_split, k);
+                ASSERT_GT(c, 0);
+                int covered = 0, used = 0, last_used = -1;
+                for (int s = 0; s < n_split; s++) {
+                    const int j0 = s * c, j1 = std::min(n_keys, j0 + c);
+                    if (j1 <= j0) continue;
+                    ASSERT_EQ(j0, covered) << "gap or overlap at split " << s;
+                    covered = j1;
+                    used++;
+                    last_used = s;
+                    if (j1 < n_keys) EXPECT_GE(j1 - j0, k) << n_keys << " keys, " << n_split << " splits, K " << k;
+                }
+                ASSERT_EQ(covered, n_keys) << n_keys << " keys, " << n_split << " splits, K " << k;
+                EXPECT_EQ(used, (n_keys + c - 1) / c);
+                EXPECT_EQ(last_used, used - 1);  // the used splits are the first ones
+                // Where K keys per split would need fewer splits than the grid has, ceil(n_keys / K) of them; else the
+                // cut of K = 0.
+                const int even = (n_keys + n_split - 1) / n_split;
+                if (k >= even)
+                    EXPECT_EQ(used, (n_keys + k - 1) / k) << n_keys << " keys, " << n_split << " splits, K " << k;
+                else
+                    EXPECT_EQ(c, even);
+            }
+}
 
 // The one-head attention's split count against the device's waves of blocks (pure arithmetic: runs without a device).
 TEST(cuda_backend, attention_splits_fill_whole_waves) {

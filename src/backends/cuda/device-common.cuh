@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda-kernels.h"
+#include "backends/cuda/wave-splits.h"
 
 namespace memtile::cuda {
 
@@ -293,16 +294,6 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 constexpr int k_attn_warps = 4;
-
-// The keys of each split of the split-K decode attention (split s: keys [s chunk, (s + 1) chunk) of n_keys):
-// ceil(n_keys / n_split), but at least min_keys, so that a short context fills only the first ceil(n_keys / chunk)
-// splits of a grid sized for the whole context (the rest hold no key: the merges skip their states). Every attention
-// kernel of the single and the batched step cuts its keys here, from the row's own position: a batch of one keeps the
-// single step's bits, and a row's do not depend on its batch-mates.
-__host__ __device__ __forceinline__ int attn_split_chunk(int n_keys, int n_split, int min_keys) {
-    const int c = (n_keys + n_split - 1) / n_split;
-    return c > min_keys ? c : min_keys;
-}
 
 // The merge of split-K attention states, per head: partial states p[s * (hd + 2)] = (m, l, acc[hd]) of n_split <= 32
 // splits; a split counts where l > 0. Output d = sum_s acc_s[d] w_s / L with w_s = expf(m_s - M), M the largest m_s,
