@@ -44,7 +44,9 @@ TEST(cuda_backend, attention_split_keys_cover_every_key_once) {
                     covered = j1;
                     used++;
                     last_used = s;
-                    if (j1 < n_keys) EXPECT_GE(j1 - j0, k) << n_keys << " keys, " << n_split << " splits, K " << k;
+                    if (j1 < n_keys) {
+                        EXPECT_GE(j1 - j0, k) << n_keys << " keys, " << n_split << " splits, K " << k;
+                    }
                 }
                 ASSERT_EQ(covered, n_keys) << n_keys << " keys, " << n_split << " splits, K " << k;
                 EXPECT_EQ(used, (n_keys + c - 1) / c);
@@ -52,10 +54,11 @@ TEST(cuda_backend, attention_split_keys_cover_every_key_once) {
                 // Where K keys per split would need fewer splits than the grid has, ceil(n_keys / K) of them; else the
                 // cut of K = 0.
                 const int even = (n_keys + n_split - 1) / n_split;
-                if (k >= even)
+                if (k >= even) {
                     EXPECT_EQ(used, (n_keys + k - 1) / k) << n_keys << " keys, " << n_split << " splits, K " << k;
-                else
+                } else {
                     EXPECT_EQ(c, even);
+                }
             }
 }
 
