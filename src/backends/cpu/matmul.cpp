@@ -475,7 +475,7 @@ void set_decode_stream_stagger(std::optional<bool> on) {
 }
 
 bool default_decode_stagger(dtype t) {
-    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k;
+    return t == dtype::q4_k || t == dtype::q5_k || t == dtype::q6_k || (t == dtype::q8_0 && !cpu_is_amd());
 }
 
 void set_decode_load_width(int bits) {

@@ -127,10 +127,12 @@ int default_decode_streams(dtype t);
 // bytes; e.g. TinyLlama's Q5_K gate / up, 176 groups of 11,520 bytes per run at 4 streams), each run is shortened by
 // the fewest groups that put the starts at least 256 bytes apart modulo 4 KiB (detail::staggered_run), and the groups
 // left over go one stream at a time. nullopt: the default of each format (default_decode_stagger: on for Q4_K, Q5_K and
-// Q6_K, off for Q8_0 and Q4_0). Why: streams walking addresses with the same low 12 bits in lockstep read slower;
-// session 20's AMD Zen 4, in-process A/B, 1 thread, TinyLlama-shaped matrices: Q5_K 21.9 -> 24.7 GB/s (its gate / up
-// 22.4 / 20.8 -> 26.0 / 25.2), Q4_K +1-4 %, Q6_K +1 %, Q8_0 and Q4_0 within -2..+1 % (docs/cpu.md). Results are the
-// same bit for bit either way (an A/B switch for benchmarks).
+// Q6_K, and for Q8_0 except on AMD CPUs; off for Q4_0). Why: streams walking addresses with the same low 12 bits in
+// lockstep read slower; session 20's AMD Zen 4, in-process A/B, 1 thread, TinyLlama-shaped matrices: Q5_K 21.9 -> 24.7
+// GB/s (its gate / up 22.4 / 20.8 -> 26.0 / 25.2), Q4_K +1-4 %, Q6_K +1 %, Q8_0 and Q4_0 within -2..+1 % (docs/cpu.md).
+// On session 38's Intel Xeon (AVX-512 + AMX) the Q8_0 decode gained 1-4 % from it (whole models, 1 thread, medians of
+// 5 in-process rounds: TinyLlama 13.23-13.25 -> 13.62-13.73 tok/s, Llama-3.2-1B 11.31-11.41 -> 11.54-11.55). Results
+// are the same bit for bit either way (an A/B switch for benchmarks).
 void set_decode_stream_stagger(std::optional<bool> on);
 bool default_decode_stagger(dtype t);
 
