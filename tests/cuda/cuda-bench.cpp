@@ -80,11 +80,11 @@ void bench(const cuda::bandwidth_probe& bw, bool sweep) {
 // Batch-1 decode at depth (--depth-bench "0,4096,..."): llama3-8b shapes, Q4_K_M, Q8_0 and F16 (or --only TYPE),
 // tg128 after the depth's context is prefilled; the bytes per token count the KV rows read (f16 K and V of every
 // layer up to the step's position), so the ratio is against the whole step's traffic.
-// Comma-separated integers ("0,4096").
-static std::vector<int> int_list(const std::string& list) {
+// Integers separated by sep ("0,4096"; "0/-1/8" with '/').
+static std::vector<int> int_list(const std::string& list, char sep = ',') {
     std::vector<int> v;
     for (size_t p = 0; p <= list.size();) {
-        const size_t e = std::min(list.find(',', p), list.size());
+        const size_t e = std::min(list.find(sep, p), list.size());
         v.push_back(std::stoi(list.substr(p, e - p)));
         p = e + 1;
     }
@@ -105,12 +105,7 @@ void bench_depth(const cuda::bandwidth_probe& bw, const std::string& list, const
     for (size_t p = 0; p <= groups.size();) {
         const size_t e = std::min(groups.find(',', p), groups.size());
         const std::string tok = groups.substr(p, e - p);
-        std::vector<int> f;
-        for (size_t q = 0; q <= tok.size();) {
-            const size_t qe = std::min(tok.find('/', q), tok.size());
-            f.push_back(std::stoi(tok.substr(q, qe - q)));
-            q = qe + 1;
-        }
+        std::vector<int> f = int_list(tok, '/');
         f.resize(std::max<size_t>(f.size(), 4), 0);
         const int g = f[0], pipe = tok.find('/') == std::string::npos ? -1 : f[1], splits = f[2];
         const int keys = std::count(tok.begin(), tok.end(), '/') >= 3 ? f[3] : -1;
