@@ -254,12 +254,15 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
         for (auto& v : r) v = next() * amp;
     }
     const float base = 10000.0f;
+    // One GPU run of variant v over these positions (the grouping and key steps in force).
+    auto run = [&](int v) {
+        return cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
+    };
     // The default grouping with the GQA blocks' bit-equal key steps (form 1): the tensor-core form, the default where
     // it applies, rounds q and p to f16 and is compared by NMSE below.
     std::vector<float> gpu[6];
     cuda::set_attention_pipe(1);
-    for (int v = 0; v < 6; v++)
-        gpu[v] = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
+    for (int v = 0; v < 6; v++) gpu[v] = run(v);
     cuda::set_attention_pipe(-1);
     // The GQA blocks (several query heads of one KV head per block; the cluster variants 4, 5 keep one head) against
     // one head per block: the default grouping, and at most 2 heads per block (uneven cuts: 3 heads as 2 + 1).
@@ -274,16 +277,14 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     std::vector<float> mma0[2];  // variant 0's tensor-core outputs at 2 and 8 heads per block
     for (int v = 0; v < 4; v++) {
         cuda::set_attention_group(1);
-        const auto one =
-            cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
+        const auto one = run(v);
         differ_grouped += !same_bits(one, gpu[v]);
         grouped++;
         for (int pipe = 0; pipe < cuda::k_attention_pipes; pipe++) {
             cuda::set_attention_pipe(pipe);
             for (int g : {2, 8}) {
                 cuda::set_attention_group(g);
-                const auto out = cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v,
-                                                       q_block, split_keys);
+                const auto out = run(v);
                 differ_grouped += !same_bits(one, out);
                 grouped++;
             }
@@ -291,8 +292,7 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
         cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
         for (int gi = 0; gi < 2; gi++) {
             cuda::set_attention_group(gi == 0 ? 2 : 8);
-            const auto out =
-                cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, v, q_block, split_keys);
+            const auto out = run(v);
             if (v == 0)
                 mma0[gi] = out;
             else
@@ -310,11 +310,8 @@ inline attention_comparison compare_attention_variants(int n_pos, int n_head, in
     cuda::set_attention_group(0);
     cuda::set_attention_pipe(cuda::k_attention_pipe_mma);
     {
-        const auto base0 =
-            cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split, 0, q_block, split_keys);
-        for (int v : {4, 5})
-            mma_differ += !same_bits(base0, cuda::attention_check(qkv, n_head, n_head_kv, head_dim, base, neox, n_split,
-                                                                  v, q_block, split_keys));
+        const auto base0 = run(0);
+        for (int v : {4, 5}) mma_differ += !same_bits(base0, run(v));
     }
     cuda::set_attention_pipe(-1);
     kv_cache kv(1, uint32_t(n_pos), uint32_t(kv_dim), dtype::f16);
