@@ -326,9 +326,10 @@ std::string param_name(const testing::TestParamInfo<param>& info) {
 }
 
 // The AVX-512 kernels of the interleaved layouts do the AVX2 kernels' float operations on the same exact integer
-// sums (avx512/matmul-avx512-repack.cpp), so both AVX-512 paths (with and without GFNI bit unpacking) must give the
-// AVX2 path's bits: decode (with one and four group streams) and prefill tiles, ragged row counts, several
-// super-blocks. Needs the avx2 path and at least one AVX-512 path on this CPU.
+// sums (avx512/matmul-avx512-repack.cpp), and the float layouts' prefill the same per-lane FMA chains on wider
+// vectors (avx512/matmul-avx512-float-x32.cpp), so both AVX-512 paths (with and without GFNI bit unpacking) must
+// give the AVX2 path's bits: decode (with one and four group streams) and prefill tiles (whole and partial tiles of
+// both tile widths), ragged row counts, several super-blocks. Needs the avx2 path and an AVX-512 path on this CPU.
 TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
     std::vector<isa> paths;
     for (isa i : {isa::avx512, isa::avx512_gfni})
@@ -337,7 +338,6 @@ TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
         GTEST_SKIP() << "needs the avx2 and an avx512 path: " << isa_missing_reason(isa::avx512);
     thread_pool pool(2);
     for (const format_case& fc : k_formats) {
-        if (repack::group_rows(fc.type) != repack::k_rows) continue;  // the float layouts share the AVX2 kernels
         const int64_t n_in = fc.n_in.back();
         for (int64_t n_out : {int64_t(37), int64_t(256)}) {
             const std::vector<float> wf = uniform(size_t(n_in * n_out), 51);
@@ -346,7 +346,7 @@ TEST(cpu_matmul_paths, avx512_interleaved_kernels_give_the_avx2_bits) {
             const auto pw = prepare_weight(view, {.repack = true});
             for (int streams : {1, 2, 4}) {
                 set_decode_streams(streams, 1);
-                for (int64_t n_tok : {1, 3, 4, 9}) {
+                for (int64_t n_tok : {1, 3, 4, 9, 14, 31}) {
                     const std::vector<float> x = uniform(size_t(n_in * n_tok), 52);
                     std::vector<float> want(size_t(n_out * n_tok), NAN);
                     {

@@ -6,28 +6,6 @@
 namespace memtile::cpu::avx512 {
 namespace {
 
-struct f32_loader {
-    static __m512 vec(const uint8_t* p) { return _mm512_loadu_ps(p); }
-    static __m512 masked(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-    static constexpr int bytes = 4;
-};
-
-struct f16_loader {
-    static __m512 vec(const uint8_t* p) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    }
-    static __m512 masked(const uint8_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-    static constexpr int bytes = 2;
-};
-
-// bf16 is the top half of an f32: widen to 32 bits and shift into place.
-struct bf16_loader {
-    static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-    static __m512 vec(const uint8_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-    static __m512 masked(const uint8_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
-    static constexpr int bytes = 2;
-};
-
 template <class L>
 struct float_kernel {
     static constexpr int tile = 4;

@@ -34,15 +34,11 @@
 #include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx2 {
-// The float x32 kernels (avx2/matmul-avx2-float-x32.cpp), declared here rather than through avx2-common.h so that no
-// AVX2 header code is compiled with the AVX-512 flags.
+// The float x32 decode kernels (avx2/matmul-avx2-float-x32.cpp; their prefill is avx512's, avx512-common.h), declared
+// here rather than through avx2-common.h so that no AVX2 header code is compiled with the AVX-512 flags.
 void gemv_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemv_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
 void gemv_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, float*, int64_t, int64_t, int64_t);
-void gemm_x32_f32(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
-void gemm_x32_f16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
-void gemm_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, int64_t, float*, int64_t, int64_t,
-                   int64_t);
 }  // namespace memtile::cpu::avx2
 
 namespace memtile::cpu::avx512 {
@@ -533,9 +529,9 @@ const detail::repack_kernel_set k_x8_set = {
     gemm_x8<x8<dtype::q4_k, GF>>,
     gemm_x8<x8<dtype::q5_k, GF>>,
     gemm_x8<x8<dtype::q6_k, GF>>,
-    avx2::gemm_x32_f32,
-    avx2::gemm_x32_f16,
-    avx2::gemm_x32_bf16,
+    gemm_x32_f32,
+    gemm_x32_f16,
+    gemm_x32_bf16,
 };
 
 }  // namespace
