@@ -69,10 +69,11 @@ inline bool norm_parts_k_consumers(const std::vector<view_part>& consumers, int6
 int attention_splits(uint32_t n_ctx, const model_config& c);
 
 // The least keys per split of the decode attention (rope_params::split_keys, both steps): k_attention_split_keys, or
-// MEMTILE_CUDA_SPLIT_KEYS when set (0 .. 2^20; 0: every split from the first key; A/B benchmarks). Read when a decoder
-// is made. The default stays 0, the cut of every session before 38 (the same bits), until a device run has checked the
-// cut at K > 0 and measured its K (docs/cuda.md, "Session 38": the run it needs).
-constexpr int k_attention_split_keys = 0;
+// MEMTILE_CUDA_SPLIT_KEYS when set (0 .. 2^20; 0: every split from the first key, the cut before session 39; A/B
+// benchmarks). Read when a decoder is made. 64 since session 39 (docs/cuda.md): at the default context of 4,096 a
+// short sequence fills a few splits of the 32 instead of all, +2.8 % tok/s at depth 0 and level at 600 and 4,096
+// positions (H100, llama3-8b Q4_K_M; 32 read the same, 128 less), and every model-level check passed at 64.
+constexpr int k_attention_split_keys = 64;
 int attention_split_keys();
 
 }  // namespace memtile::cuda
