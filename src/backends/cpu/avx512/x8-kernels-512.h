@@ -513,6 +513,16 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
         gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
 }
 
+// Q8_0 prefill: the whole tiles of 16 tokens on AMX where amx_usable() (matmul-avx512-amx.cpp, the same bits), the
+// rest by the VNNI tiles.
+template <bool GF>
+void gemm_q8_0(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+               int64_t n_out, int64_t g0, int64_t g1) {
+    const int64_t amx = amx_usable() ? (t1 - t0) / 16 * 16 : 0;
+    if (amx > 0) gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+    gemm_x8<x8<dtype::q8_0, GF>>(packed, group_bytes, a, t0 + amx, t1, y, n_out, g0, g1);
+}
+
 // The set of the x8 and x32 layouts; GF: the K-quant kernels unpack with GFNI (only in a unit built with -mgfni).
 template <bool GF>
 const detail::repack_kernel_set k_x8_set = {
@@ -524,7 +534,7 @@ const detail::repack_kernel_set k_x8_set = {
     avx2::gemv_x32_f32,
     avx2::gemv_x32_f16,
     avx2::gemv_x32_bf16,
-    gemm_x8<x8<dtype::q8_0, GF>>,
+    gemm_q8_0<GF>,
     gemm_x8<x8<dtype::q4_0, GF>>,
     gemm_x8<x8<dtype::q4_k, GF>>,
     gemm_x8<x8<dtype::q5_k, GF>>,
