@@ -7,6 +7,11 @@
 #include <string>
 
 #include "backends/cpu/kernels.h"
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include "core/error.h"
 
 namespace memtile::cpu {
@@ -36,6 +41,20 @@ std::string_view cpu_missing(isa i) {
     return "unknown isa";
 #else
     return i == isa::scalar ? std::string_view{} : std::string_view{"not an x86-64 build"};
+#endif
+}
+
+// Linux hands out the AMX tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18).
+bool request_amx() {
+#if defined(__x86_64__) && defined(__linux__)
+    if (const char* env = std::getenv("MEMTILE_CPU_AMX"); env && std::string_view(env) == "0") return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if (!(edx & (1u << 24)) || !(edx & (1u << 25))) return false;  // AMX-TILE, AMX-INT8
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+#else
+    return false;
 #endif
 }
 
@@ -95,6 +114,11 @@ isa active_isa() {
 
 bool is_avx512(isa i) {
     return i == isa::avx512 || i == isa::avx512_gfni;
+}
+
+bool amx_usable() {
+    static const bool usable = request_amx();
+    return usable;
 }
 
 void force_isa(isa i) {

@@ -28,6 +28,10 @@ std::vector<isa> all_isas();
 isa active_isa();
 // True for avx512 and avx512_gfni.
 bool is_avx512(isa i);
+// True when the CPU has AMX-TILE and AMX-INT8, Linux granted this process the tile state (asked once, by
+// arch_prctl ARCH_REQ_XCOMP_PERM) and MEMTILE_CPU_AMX is not 0; the AVX-512 paths then prefill Q8_0 on AMX
+// (avx512/matmul-avx512-amx.cpp).
+bool amx_usable();
 // Forces a path by name ("scalar", "avx2", "avx512", "avx512_gfni"), or "auto" / "" to return to automatic selection.
 // Not thread-safe against concurrent matmul calls: set it before starting work (tests, benchmarks).
 void force_isa(std::string_view name);

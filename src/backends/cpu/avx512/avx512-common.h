@@ -22,10 +22,8 @@ void gemm_x32_f32(const uint8_t*, size_t, const act_view&, int64_t, int64_t, flo
 void gemm_x32_f16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 
-// AMX (matmul-avx512-amx.cpp): amx_usable() when the CPU has AMX-TILE and AMX-INT8, the OS grants the tile state and
-// MEMTILE_CPU_AMX is not 0 (asked once); gemm_q8_0_amx as kernels.h's gemm_x8_fn for the Q8_0 x8 layout, over the
-// whole tiles of 16 tokens in [t0, t1) (the caller takes the rest).
-bool amx_usable();
+// AMX (matmul-avx512-amx.cpp; only where cpu::amx_usable()): as kernels.h's gemm_x8_fn for the Q8_0 x8 layout, over
+// the whole tiles of 16 tokens in [t0, t1) (the caller takes the rest).
 void gemm_q8_0_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 
 // 16 consecutive float-format elements widened to f32 (exact): vec a whole vector, masked the first lanes of m.

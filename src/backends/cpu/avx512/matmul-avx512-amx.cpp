@@ -1,5 +1,5 @@
 // AMX prefill of the Q8_0 x8 layout (repack.h), for tiles of 16 tokens; the only unit built with -mamx-tile
-// -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where amx_usable() holds.
+// -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where cpu::amx_usable() holds (cpu-isa.h).
 //
 // Per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of block
 // b (tile A: 16 rows of 32 bytes, the tokens' rows n_in apart) and the group's block b (tile B: the pair's 8 vectors
@@ -10,16 +10,11 @@
 // q8_0_x8_pairs' in the same order: the results are the AVX-512 and AVX2 kernels' bit for bit
 // (tests/unit/cpu-matmul-test.cpp compares the paths).
 //
-// Why: the 1-thread Q8_0 prefill is bound by the VNNI port (per pair-tile of 4 tokens x 16 rows: 16 vpdpbusd with 8
-// activation permutes and 4 weight flips); one tile product does 16 tokens x 8 rows x 32 elements. llama.cpp takes
-// AMX for Q8_0 on this CPU kind (../shared/peers.md).
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+// Why: the 1-thread Q8_0 prefill is bound by the vector ports (per pair of blocks and tile of 4 tokens x 16 rows: 64
+// vpdpbusd with 32 activation permutes and 16 weight flips); one tile product does 16 tokens x 8 rows x 32 elements.
+// Session 39 (docs/cpu.md), Intel AVX-512 + AMX VM, TinyLlama Q8_0 pp64: 98.3 -> 146.3 tok/s at 1 thread, 208.8 ->
+// 279.2 at 2 (llama.cpp, with AMX: 105.8 / 194.4 in ../shared/peers.md).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backends/cpu/avx512/avx512-common.h"
 
@@ -28,18 +23,6 @@ namespace {
 
 constexpr int64_t k_pair_bytes = 544;  // repack.h's Q8_0 pair of blocks
 
-// Linux hands out the AMX tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); a
-// kernel without it, a CPU without AMX-TILE / AMX-INT8 (CPUID 7.0 EDX bits 24, 25) or MEMTILE_CPU_AMX=0 (A/B runs):
-// no AMX.
-bool request_amx() {
-    if (const char* env = std::getenv("MEMTILE_CPU_AMX"); env && std::strcmp(env, "0") == 0) return false;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-    if (!(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
-    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
-    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
-}
-
 // LDTILECFG's 64-byte operand (palette 1).
 struct tile_config {
     uint8_t palette = 1, start_row = 0;
@@ -47,15 +30,6 @@ struct tile_config {
     uint16_t colsb[16] = {};
     uint8_t rows[16] = {};
 };
-
-}  // namespace
-
-bool amx_usable() {
-    static const bool usable = request_amx();
-    return usable;
-}
-
-namespace {
 
 // The int32 products of the 16 tokens' blocks of one pair (q: token 0's first activation of the pair, rows n_in apart)
 // with the group's pair: isum[j][8 b + r] for block b (an odd last pair: block 0 alone, the high half left as it was).

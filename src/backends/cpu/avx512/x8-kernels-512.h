@@ -31,6 +31,7 @@
 #pragma once
 
 #include "backends/cpu/avx512/avx512-common.h"
+#include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx2 {
@@ -513,12 +514,12 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
         gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
 }
 
-// Q8_0 prefill: the whole tiles of 16 tokens on AMX where amx_usable() (matmul-avx512-amx.cpp, the same bits), the
-// rest by the VNNI tiles.
+// Q8_0 prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable() (matmul-avx512-amx.cpp, the same bits),
+// the rest by the VNNI tiles.
 template <bool GF>
 void gemm_q8_0(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                int64_t n_out, int64_t g0, int64_t g1) {
-    const int64_t amx = amx_usable() ? (t1 - t0) / 16 * 16 : 0;
+    const int64_t amx = cpu::amx_usable() ? (t1 - t0) / 16 * 16 : 0;
     if (amx > 0) gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
     gemm_x8<x8<dtype::q8_0, GF>>(packed, group_bytes, a, t0 + amx, t1, y, n_out, g0, g1);
 }
