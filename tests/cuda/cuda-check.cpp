@@ -9,8 +9,9 @@
 //                               [--prefetch-bench "TASKS,MASK[,CARVEOUT[,LEVEL]];..."] [--norm-bench "0;1"]
 //                               [--batch-step "MASK;MASK;..."] (batch-step.h knock-outs; bits 24-31: Q6_K modes)
 //                               [--q6k-bench "MODE[,PARAM];..."] (set_q6k_variant; --only TYPE) [--q6k-check]
-//                               [--attention-check] (the decode attention checks alone) [--q6-ctx N] (--q6-bench's
-//                               decoder context, 512; the attention splits follow it)
+//                               [--attention-check] (the decode attention checks alone) [--greedy-only] (the
+//                               greedy tokens of --stories / --kjv against the CPU engine alone) [--q6-ctx N]
+//                               (--q6-bench's decoder context, 512; the attention splits follow it)
 //                               [--q4k-modes "MODE;MODE;..."] (set_q4k_matvec: its checks, matvecs alone, tg128)
 //                               [--depth-bench "0,4096,..."] (tg128 after that many positions; --only TYPE;
 //                               --attn-groups "0,1,0/0": heads-per-block settings alternated, default "0";
@@ -585,7 +586,8 @@ int main(int argc, char** argv) {
     bool batch_bench = false, profile_batch = false;
     uint32_t profile_ctx = 64;
     uint32_t q6_ctx = 512;
-    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false;
+    bool sampling_only = false, fusion_bench = false, q6_bench = false, q6k_check = false, attn_check = false,
+         greedy_only = false;
     std::string only, early_levels, fusion_masks, prefetch_list, batch_masks, norm_list, q6k_list, q4k_modes,
         boundary_list, boundary_forms;
     std::string depth_list, attn_groups = "0", depth_preset = "llama3-8b", formats_preset;
@@ -651,6 +653,8 @@ int main(int argc, char** argv) {
             q6k_check = true;
         else if (a == "--attention-check")
             attn_check = true;
+        else if (a == "--greedy-only")
+            greedy_only = true;
         else if (a == "--boundary-bench" && i + 1 < argc)
             boundary_list = argv[++i];
         else if (a == "--boundary-forms" && i + 1 < argc)
@@ -731,6 +735,13 @@ int main(int argc, char** argv) {
             check_formats(tmp, formats_preset);
         } else if (attn_check) {
             check_attention();
+        } else if (greedy_only) {
+            if (!stories.empty()) {
+                const std::string g = tmp + "/stories260K.gguf";
+                import_llama2c(stories, g);
+                check_greedy("stories260K", g, 200);
+            }
+            if (!kjv.empty()) check_greedy("memtile-kjv-q8_0", kjv, 200);
         } else if (q6k_check) {
             check_q6k_variants();
         } else if (do_checks) {
