@@ -159,7 +159,14 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
         int64_t tok[NT];
         float* yt[NT];
         int64_t t = t0;
-        for (; t < t1; t += NT) {
+        // The next PG groups' bytes into L2, a share after each token tile, so that their first tile does not wait on
+        // DRAM: the hardware prefetcher has stopped by then, since the tiles in between read only L1 / L2.
+        const int64_t n_tiles = (t1 - t0 + NT - 1) / NT;
+        const int64_t next_lines = g + PG < g1 ? int64_t(size_t(PG) * group_bytes / 64) : 0;
+        const char* next = reinterpret_cast<const char*>(packed + size_t(g + PG) * group_bytes);
+        for (int64_t i = 0; t < t1; t += NT, i++) {
+            for (int64_t l = i * next_lines / n_tiles; l < (i + 1) * next_lines / n_tiles; l++)
+                _mm_prefetch(next + 64 * l, _MM_HINT_T1);
             const int n = int(t1 - t < NT ? t1 - t : NT);
             for (int j = 0; j < n; j++) {
                 tok[j] = t + j;
