@@ -1,7 +1,8 @@
-// AMX prefill of the Q8_0 x8 layout (repack.h), for tiles of 16 tokens; the only unit built with -mamx-tile
-// -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where cpu::amx_usable() holds (cpu-isa.h).
+// AMX prefill of the Q8_0, Q4_K and Q5_K x8 layouts (repack.h), for tiles of 16 tokens; the only unit built with
+// -mamx-tile -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where cpu::amx_usable() holds (cpu-isa.h).
+// Q4_K / Q5_K: see gemm_q45_k_amx.
 //
-// Per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of block
+// Q8_0: per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of block
 // b (tile A: 16 rows of 32 bytes, the tokens' rows n_in apart) and the group's block b (tile B: the pair's 8 vectors
 // v, each [8 r][4 k] int8 at pair + 32 + 64 v + 32 b, is the VNNI form TDPBSSD reads: row v, column r, elements
 // 4v .. 4v + 3) gives each (token, row) the exact int32 dot product of the block, the integer the VNNI kernel gets as
@@ -13,13 +14,20 @@
 // Why: the 1-thread Q8_0 prefill is bound by the vector ports (per pair of blocks and tile of 4 tokens x 16 rows: 64
 // vpdpbusd with 32 activation permutes and 16 weight flips); one tile product does 16 tokens x 8 rows x 32 elements.
 // Session 39 (docs/cpu.md), Intel AVX-512 + AMX VM, TinyLlama Q8_0 pp64: 98.3 -> 146.3 tok/s at 1 thread, 208.8 ->
-// 279.2 at 2 (llama.cpp, with AMX: 105.8 / 194.4 in ../shared/peers.md).
+// 279.2 at 2 (llama.cpp, with AMX: 105.8 / 194.4 in ../shared/peers.md). Session 40: the products' stores after the
+// vector work of the pair before (pair_issue / pair_store) and the next group prefetched (prefetch_share), ~139 -> ~150.
 #include <algorithm>
 
 #include "backends/cpu/avx512/avx512-common.h"
+#include "backends/cpu/avx512/x8-levels-512.h"
+#include "backends/cpu/simd/x8-common-256.h"
 
 namespace memtile::cpu::avx512 {
 namespace {
+
+using simd_x8::load_8_f16;
+using simd_x8::q45_k_min_sum;
+using simd_x8::store_rows;
 
 constexpr int64_t k_pair_bytes = 544;  // repack.h's Q8_0 pair of blocks
 
@@ -31,34 +39,95 @@ struct tile_config {
     uint8_t rows[16] = {};
 };
 
-// The int32 products of the 16 tokens' blocks of one pair (q: token 0's first activation of the pair, rows n_in apart)
-// with the group's pair: isum[j][8 b + r] for block b (an odd last pair: block 0 alone, the high half left as it was).
-// ODD: the result tiles 6, 7 instead of 4, 5, so that one pair's tile work overlaps the vector work of the pair before
-// it. (GCC's tile intrinsics take the tile number as a literal, hence the two spelled-out forms.)
-template <bool ODD>
-inline void pair_products(const int8_t* q, int64_t n_in, const uint8_t* pair, bool both, int32_t (*isum)[16]) {
-    _tile_loadd(0, q, n_in);
-    _tile_loadd(2, pair + 32, 64);
+// The products of two 32-element blocks of the 16 tokens (activations a0 and a1, the tokens' rows a_stride apart) with
+// the group's two blocks b0 and b1 (B tiles of 8 vectors [8 r][4 k], b_stride apart), block b's into C tile 4 + b
+// (ODD: 6 + b); both false: block 0 alone. U: unsigned weights (TDPBSUD) rather than signed (TDPBSSD). The results
+// are stored by pair_store, which the kernels call after the vector work of the pair before, so that the products
+// have finished by then rather than stalling the store. (GCC's tile intrinsics take the tile number as a literal,
+// hence the spelled-out forms.)
+template <bool ODD, bool U>
+inline void pair_issue(const int8_t* a0, const int8_t* a1, int64_t a_stride, const uint8_t* b0, const uint8_t* b1,
+                       int64_t b_stride, bool both) {
+    _tile_loadd(0, a0, a_stride);
+    _tile_loadd(2, b0, b_stride);
+    if (both) {
+        _tile_loadd(1, a1, a_stride);
+        _tile_loadd(3, b1, b_stride);
+    }
     if constexpr (ODD) {
         _tile_zero(6);
-        _tile_dpbssd(6, 0, 2);
-        _tile_stored(6, &isum[0][0], 64);
+        _tile_zero(7);
+        if constexpr (U) {
+            _tile_dpbsud(6, 0, 2);
+            if (both) _tile_dpbsud(7, 1, 3);
+        } else {
+            _tile_dpbssd(6, 0, 2);
+            if (both) _tile_dpbssd(7, 1, 3);
+        }
     } else {
         _tile_zero(4);
-        _tile_dpbssd(4, 0, 2);
-        _tile_stored(4, &isum[0][0], 64);
-    }
-    if (!both) return;
-    _tile_loadd(1, q + 32, n_in);
-    _tile_loadd(3, pair + 64, 64);
-    if constexpr (ODD) {
-        _tile_zero(7);
-        _tile_dpbssd(7, 1, 3);
-        _tile_stored(7, &isum[0][8], 64);
-    } else {
         _tile_zero(5);
-        _tile_dpbssd(5, 1, 3);
-        _tile_stored(5, &isum[0][8], 64);
+        if constexpr (U) {
+            _tile_dpbsud(4, 0, 2);
+            if (both) _tile_dpbsud(5, 1, 3);
+        } else {
+            _tile_dpbssd(4, 0, 2);
+            if (both) _tile_dpbssd(5, 1, 3);
+        }
+    }
+}
+
+// pair_issue's int32 results as isum[j][8 b + r] for block b (both false: the high half left as it was).
+template <bool ODD>
+inline void pair_store(bool both, int32_t (*isum)[16]) {
+    if constexpr (ODD) {
+        _tile_stored(6, &isum[0][0], 64);
+        if (both) _tile_stored(7, &isum[0][8], 64);
+    } else {
+        _tile_stored(4, &isum[0][0], 64);
+        if (both) _tile_stored(5, &isum[0][8], 64);
+    }
+}
+
+// During the first token tile of a group, pair p of n_pairs prefetches its share of the next group's bytes into L2, so
+// that the next group's first reads do not wait on DRAM: the hardware prefetcher has stopped by then, because the
+// tiles in between read only L1 / L2.
+inline void prefetch_share(const uint8_t* next, size_t group_bytes, int64_t p, int64_t n_pairs) {
+    const int64_t lines = (int64_t(group_bytes) + 63) / 64, per_pair = (lines + n_pairs - 1) / n_pairs;
+    for (int64_t l = p * per_pair; l < std::min(lines, (p + 1) * per_pair); l++)
+        _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
+}
+
+// Tiles 0, 1: A of the two blocks of a pair (16 tokens x 32 int8); 2, 3: B (8 vectors x 8 rows x 4 int8); 4, 5 and
+// 6, 7: C (16 tokens x 8 rows int32) of the even and the odd pairs.
+void load_tile_config() {
+    tile_config cfg;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = t == 2 || t == 3 ? 8 : 16;
+        cfg.colsb[t] = 32;
+    }
+    // Not _tile_loadconfig: GCC 12's form tells the compiler that LDTILECFG reads 8 bytes of the operand, so once
+    // this function is inlined it may drop the stores of the rows and widths (a fault at LDTILECFG). This operand is
+    // the whole 64 bytes.
+    asm volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+// The B tiles of Q4_K / Q5_K sub-blocks s and s + 1 of super-block b (repack.h's x8 layout): their level vectors
+// (nibble_levels' order: lv[0] holds the levels of quads 0 and 2, lv[1] 1 and 3, lv[2] 4 and 6, lv[3] 5 and 7, one
+// quad per 256-bit half) stored as 8 vectors [8 r][4 k] in quad order, 256 bytes per sub-block.
+template <bool high_bit>
+inline void unpack_levels(const uint8_t* b, int s, uint8_t* out) {
+    constexpr int64_t sub_bytes = high_bit ? 160 : 128;
+    for (int h = 0; h < 2; h++) {
+        __m512i lv[4];
+        if constexpr (high_bit)
+            q5_levels<false, false>(b + 160 + sub_bytes * (s + h), lv);
+        else
+            nibble_levels<false, false>(b + 160 + sub_bytes * (s + h), lv);
+        for (int i = 0; i < 2; i++) {
+            _mm512_store_si512(out + 256 * h + 128 * i, _mm512_shuffle_i64x2(lv[2 * i], lv[2 * i + 1], 0x44));
+            _mm512_store_si512(out + 256 * h + 128 * i + 64, _mm512_shuffle_i64x2(lv[2 * i], lv[2 * i + 1], 0xee));
+        }
     }
 }
 
@@ -66,14 +135,7 @@ inline void pair_products(const int8_t* q, int64_t n_in, const uint8_t* pair, bo
 
 void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {
-    // Tiles 0, 1: A of blocks 0, 1 of a pair (16 tokens x 32 int8); 2, 3: B (8 vectors x 8 rows x 4 int8); 4, 5 and
-    // 6, 7: C (16 tokens x 8 rows int32) of the even and the odd pairs.
-    tile_config cfg;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = t == 2 || t == 3 ? 8 : 16;
-        cfg.colsb[t] = 32;
-    }
-    _tile_loadconfig(&cfg);
+    load_tile_config();
     const int64_t n_in = a.n_in, nb = n_in / 32, n_pairs = (nb + 1) / 2;
     alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][block b * 8 + row]
     for (int64_t g = g0; g < g1; g++) {
@@ -86,18 +148,28 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
             __m512 acc[16];
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-            pair_products<false>(q, n_in, gp, nb > 1, isum[0]);
+            // Pair p's products into isum[p % 2], tiles by the same parity.
+            auto issue = [&](int64_t p) {
+                const uint8_t* pair = gp + p * k_pair_bytes;
+                const int8_t* a0 = q + 2 * p * 32;
+                if (p % 2 == 0)
+                    pair_issue<false, false>(a0, a0 + 32, n_in, pair + 32, pair + 64, 64, 2 * p + 1 < nb);
+                else
+                    pair_issue<true, false>(a0, a0 + 32, n_in, pair + 32, pair + 64, 64, 2 * p + 1 < nb);
+            };
+            auto store = [&](int64_t p) {
+                if (p % 2 == 0)
+                    pair_store<false>(2 * p + 1 < nb, isum[0]);
+                else
+                    pair_store<true>(2 * p + 1 < nb, isum[1]);
+            };
+            issue(0);
+            store(0);
             for (int64_t p = 0; p < n_pairs; p++) {
                 const int64_t ib = 2 * p;
                 const bool both = ib + 1 < nb;
-                if (p + 1 < n_pairs) {
-                    const uint8_t* next = gp + (p + 1) * k_pair_bytes;
-                    const bool next_both = ib + 3 < nb;
-                    if ((p + 1) % 2 == 0)
-                        pair_products<false>(q + (ib + 2) * 32, n_in, next, next_both, isum[0]);
-                    else
-                        pair_products<true>(q + (ib + 2) * 32, n_in, next, next_both, isum[1]);
-                }
+                if (p + 1 < n_pairs) issue(p + 1);
+                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, p, n_pairs);
                 // The two blocks' 8 row scales (f16) side by side at the start of the pair; an odd last block runs in
                 // the low half alone (masked FMA), as in q8_0_x8_pairs.
                 const uint8_t* pair = gp + p * k_pair_bytes;
@@ -111,6 +183,7 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
                     acc[j] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[j])), _mm512_mul_ps(dw, dd),
                                                    acc[j], lanes);
                 }
+                if (p + 1 < n_pairs) store(p + 1);
             }
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++)
@@ -119,6 +192,106 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
         }
     }
     _tile_release();
+}
+
+namespace {
+
+// Q4_K (high_bit false) and Q5_K: per 8-row group, 16 tokens and pair of sub-blocks (2p, 2p + 1) of super-block ib,
+// the exact int32 sums of levels x activations by TDPBSUD (A: the tokens' 32 int8 activations of a sub-block; B: its
+// levels as unpack_levels lays them out), stored side by side [token][sub-block][8 r]. Each token then adds scale x sum
+// (vpmulld against the pair's 16 row scales) to its 512-bit integer sum, whose two halves folded are the integer the
+// VNNI kernel's vpdpbusd / vpdpwssd chains give (the same exact sum of scale x level x activation); the float
+// operations per super-block are q45_k_x8's in the same order, so the same bits.
+template <bool high_bit>
+void gemm_q45_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                    int64_t n_out, int64_t g0, int64_t g1) {
+    constexpr int64_t bytes = high_bit ? 1440 : 1184;
+    load_tile_config();
+    const int64_t n_in = a.n_in, nb = n_in / 256, n_pairs = 4 * nb;
+    alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][sub-block h * 8 + row]
+    // The tiles' activations as [tile][sub-block][16 tokens][32] (each A tile 512 contiguous bytes rather than 16 half
+    // lines n_in apart), then the group's B tiles, [pair][sub-block h][256], unpacked once for all its token tiles.
+    const size_t x_bytes = size_t((t1 - t0) / 16 * 16 * n_in);
+    uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_pairs) * 512);
+    int8_t* xs = reinterpret_cast<int8_t*>(scratch);
+    uint8_t* levels = scratch + x_bytes;
+    for (int64_t t = t0; t + 16 <= t1; t += 16)
+        for (int64_t j = 0; j < 16; j++)
+            for (int64_t s = 0; s < n_in / 32; s++)
+                _mm256_store_si256(
+                    reinterpret_cast<__m256i*>(xs + ((t - t0) * n_in + s * 512 + j * 32)),
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + (t + j) * n_in + 32 * s)));
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t* gp = packed + size_t(g) * group_bytes;
+        // Pair P's sub-blocks (P % 4 = p: 2p and 2p + 1 of super-block P / 4).
+        for (int64_t P = 0; P < n_pairs; P++)
+            unpack_levels<high_bit>(gp + (P / 4) * bytes, int(2 * (P % 4)), levels + P * 512);
+        for (int64_t t = t0; t + 16 <= t1; t += 16) {
+            const int8_t* q = xs + (t - t0) * n_in;
+            const float* d = a.d + t * nb;                  // token j's super-block scales at d + j * nb
+            const int16_t* bs = a.bsums + t * (n_in / 16);  // token j's group sums at bs + j * n_in / 16
+            // Pair P's products into isum[P % 2], tiles by the same parity.
+            auto issue = [&](int64_t P) {
+                const uint8_t* lv = levels + P * 512;
+                const int8_t* a0 = q + 2 * P * 512;
+                if (P % 2 == 0)
+                    pair_issue<false, true>(a0, a0 + 512, 32, lv, lv + 256, 32, true);
+                else
+                    pair_issue<true, true>(a0, a0 + 512, 32, lv, lv + 256, 32, true);
+            };
+            auto store = [&](int64_t P) {
+                if (P % 2 == 0)
+                    pair_store<false>(true, isum[0]);
+                else
+                    pair_store<true>(true, isum[1]);
+            };
+            __m256 acc[16];
+            __m512i sums[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) acc[j] = _mm256_setzero_ps();
+            issue(0);
+            store(0);
+            for (int64_t P = 0; P < n_pairs; P++) {
+                if (P + 1 < n_pairs) issue(P + 1);
+                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, P, n_pairs);
+                const int64_t ib = P / 4, p = P % 4;
+                const uint8_t* b = gp + ib * bytes;
+                // Row r's scales of sub-blocks 2p (byte r) and 2p + 1 (byte 8 + r) as dwords r and 8 + r.
+                const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * p)));
+                const int32_t(*s)[16] = isum[P % 2];
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) {
+                    const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(s[j]), sc);
+                    sums[j] = p == 0 ? v : _mm512_add_epi32(sums[j], v);
+                }
+                if (P + 1 < n_pairs) store(P + 1);
+                if (p < 3) continue;
+                const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) {
+                    const __m256i msum = q45_k_min_sum(b, bs + j * (n_in / 16) + ib * 16);
+                    const __m256 da = _mm256_set1_ps(d[j * nb + ib]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])), _mm256_mul_ps(dw, da), acc[j]);
+                    acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) store_rows(acc[j], y + (t + j) * n_out, g * 8, n_out);
+        }
+    }
+    _tile_release();
+}
+
+}  // namespace
+
+void gemm_q4_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                   int64_t n_out, int64_t g0, int64_t g1) {
+    gemm_q45_k_amx<false>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+}
+
+void gemm_q5_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                   int64_t n_out, int64_t g0, int64_t g1) {
+    gemm_q45_k_amx<true>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
 }
 
 }  // namespace memtile::cpu::avx512

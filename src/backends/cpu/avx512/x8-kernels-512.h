@@ -31,6 +31,7 @@
 #pragma once
 
 #include "backends/cpu/avx512/avx512-common.h"
+#include "backends/cpu/avx512/x8-levels-512.h"
 #include "backends/cpu/cpu-isa.h"
 #include "backends/cpu/simd/x8-common-256.h"
 
@@ -50,17 +51,6 @@ using simd_x8::q45_k_min_sum;
 using simd_x8::q45k_masks;
 using simd_x8::store_rows;
 using simd_x8::token_rows;
-
-// Vectors v and v + 1 of a group (64 bytes from p, 32-byte aligned): one 512-bit load, or with N (narrow, the decode
-// where set_decode_load_width asks for it) two 256-bit loads joined by vinserti64x4 (see the top).
-template <bool N = false>
-__m512i load_pair(const uint8_t* p) {
-    if constexpr (N)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)), 1);
-    else
-        return _mm512_loadu_si512(p);
-}
 
 // The 8 activation quads at p (32 bytes) in the low half of a vector, for pick().
 __m512i quads(const int8_t* p) {
@@ -83,54 +73,11 @@ void pick4(__m512i quads, __m512i* x) {
     x[3] = pick<l3, l3 + gap>(quads);
 }
 
-// Row r's int32 sum of the two halves in dword r.
-__m256i fold(__m512i v) {
-    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
-__m512i and8(__m512i v, int mask) {
-    return _mm512_and_si512(v, _mm512_set1_epi8(char(mask)));
-}
-
-// The high nibble of every byte, (v >> 4) & 15: one GF(2) affine transform with GFNI, a shift and a mask without.
-template <bool GF>
-__m512i high_nibbles(__m512i v) {
-    if constexpr (GF)
-        return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(0x1020408000000000), 0);
-    else
-        return and8(_mm512_srli_epi16(v, 4), 0x0f);
-}
-
 // Bits 6-7 of every byte moved to bits `to` and `to` + 1, the other bits zero (Q6_K's fourth level vector).
 template <int to>
 __m512i top_pair_gf(__m512i v) {
     constexpr uint64_t m = (uint64_t(0x40) << (8 * (7 - to))) | (uint64_t(0x80) << (8 * (6 - to)));
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(m)), 0);
-}
-
-// Bit a of every byte in the low half and bit b in the high half moved to bit 4, the other bits zero (the Q5_K fifth
-// bits of a level vector pair; output bit i of gf2p8affineqb is the parity of matrix byte 7 - i and the input).
-template <int a, int b>
-__m512i fifth_bits(__m512i qh) {
-    const __m512i m = _mm512_inserti64x4(_mm512_set1_epi64(int64_t(uint64_t(1u << a) << 24)),
-                                         _mm256_set1_epi64x(int64_t(uint64_t(1u << b) << 24)), 1);
-    return _mm512_gf2p8affine_epi64_epi8(qh, m, 0);
-}
-
-// 16-bit shift left by n (right by -n), as the AVX2 kernels' shift_bits.
-__m512i shift_bits(__m512i v, int n) {
-    return n > 0 ? _mm512_slli_epi16(v, unsigned(n)) : n < 0 ? _mm512_srli_epi16(v, unsigned(-n)) : v;
-}
-
-// The 4 level vectors of a Q4_K / Q5_K sub-block at v (the low and high nibbles of its two vector pairs, in the order
-// of pick4's activation pairs).
-template <bool GF, bool N>
-void nibble_levels(const uint8_t* v, __m512i* lv) {
-    const __m512i p0 = load_pair<N>(v), p1 = load_pair<N>(v + 64);
-    lv[0] = and8(p0, 0x0f);
-    lv[1] = high_nibbles<GF>(p0);
-    lv[2] = and8(p1, 0x0f);
-    lv[3] = high_nibbles<GF>(p1);
 }
 
 // The low int16 of each dword of lo in its low half and that of hi in its high half (two int32 sums that fit an
@@ -207,8 +154,7 @@ void q4_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, __m
 
 // Q5_K super-block ib's scaled integer sums, added to isum[g][j]. Sub-block s's 4 nibble vectors come as two pairs;
 // the low nibbles of pair i are the levels of groups 4i and 4i + 2, the high ones 4i + 1 and 4i + 3 (group g:
-// elements 32s + 4g + k); group g's fifth bit is bit g of the qh vector (without GFNI: the high half of qh2 is qh
-// shifted right by 2, so one shift by 4 - g serves groups g and g + 2). Per sub-block and row two vpdpbusd chains of
+// elements 32s + 4g + k); the fifth bits as in q5_levels. Per sub-block and row two vpdpbusd chains of
 // two level vectors each (8 levels x activations per dword: |sum| <= 8 * 31 * 128 < 2^15; four would overflow the
 // int16 half that q4_k_isums uses), the second chain's int16 moved into the high half of each dword (shift and word
 // blend), then one vpdpwssd with the scale in both halves: the same integers as 4 maddubs, 3 adds and a vpdpwssd, one
@@ -226,25 +172,8 @@ void q5_k_isums(const uint8_t* const* b, const int8_t* const* q, int64_t ib, con
             const __m512i sc = _mm512_shuffle_epi8(
                 _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b[g] + 16 * (s / 2)))),
                 sc_mask[s % 2]);
-            const uint8_t* v = b[g] + 160 + 160 * s;
             __m512i lv[4];
-            nibble_levels<GF, N>(v, lv);
-            if constexpr (GF) {
-                // One affine transform of the broadcast qh per level vector puts its fifth bits at bit 4.
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128)));
-                lv[0] = _mm512_or_si512(lv[0], fifth_bits<0, 2>(qh));
-                lv[1] = _mm512_or_si512(lv[1], fifth_bits<1, 3>(qh));
-                lv[2] = _mm512_or_si512(lv[2], fifth_bits<4, 6>(qh));
-                lv[3] = _mm512_or_si512(lv[3], fifth_bits<5, 7>(qh));
-            } else {
-                const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 128));
-                const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-                const __m512i bit4 = _mm512_set1_epi8(0x10);
-                constexpr int first_group[4] = {0, 1, 4, 5};
-                // lv | (shifted & 0x10)
-                for (int i = 0; i < 4; i++)
-                    lv[i] = _mm512_ternarylogic_epi32(lv[i], shift_bits(qh2, 4 - first_group[i]), bit4, 0xf8);
-            }
+            q5_levels<GF, N>(b[g] + 160 + 160 * s, lv);
             for (int j = 0; j < NT; j++) {
                 const __m512i t =
                     _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lv[0], x[j][0]), lv[1], x[j][1]);
@@ -514,14 +443,21 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
         gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
 }
 
-// Q8_0 prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable() (matmul-avx512-amx.cpp, the same bits),
-// the rest by the VNNI tiles.
-template <bool GF>
-void gemm_q8_0(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
-               int64_t n_out, int64_t g0, int64_t g1) {
+// Q8_0, Q4_K and Q5_K prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable() (matmul-avx512-amx.cpp,
+// the same bits), the rest by the VNNI tiles.
+template <dtype T, bool GF>
+void gemm_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+              int64_t n_out, int64_t g0, int64_t g1) {
     const int64_t amx = cpu::amx_usable() ? (t1 - t0) / 16 * 16 : 0;
-    if (amx > 0) gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
-    gemm_x8<x8<dtype::q8_0, GF>>(packed, group_bytes, a, t0 + amx, t1, y, n_out, g0, g1);
+    if (amx > 0) {
+        if constexpr (T == dtype::q8_0)
+            gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+        else if constexpr (T == dtype::q4_k)
+            gemm_q4_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+        else
+            gemm_q5_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+    }
+    gemm_x8<x8<T, GF>>(packed, group_bytes, a, t0 + amx, t1, y, n_out, g0, g1);
 }
 
 // The set of the x8 and x32 layouts; GF: the K-quant kernels unpack with GFNI (only in a unit built with -mgfni).
@@ -535,10 +471,10 @@ const detail::repack_kernel_set k_x8_set = {
     avx2::gemv_x32_f32,
     avx2::gemv_x32_f16,
     avx2::gemv_x32_bf16,
-    gemm_q8_0<GF>,
+    gemm_amx<dtype::q8_0, GF>,
     gemm_x8<x8<dtype::q4_0, GF>>,
-    gemm_x8<x8<dtype::q4_k, GF>>,
-    gemm_x8<x8<dtype::q5_k, GF>>,
+    gemm_amx<dtype::q4_k, GF>,
+    gemm_amx<dtype::q5_k, GF>,
     gemm_x8<x8<dtype::q6_k, GF>>,
     gemm_x32_f32,
     gemm_x32_f16,
