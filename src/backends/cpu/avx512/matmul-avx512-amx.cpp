@@ -2,9 +2,9 @@
 // -mamx-tile -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where cpu::amx_usable() holds (cpu-isa.h).
 // Q4_K / Q5_K: see gemm_q45_k_amx.
 //
-// Q8_0: per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of block
-// b (tile A: 16 rows of 32 bytes, the tokens' rows n_in apart) and the group's block b (tile B: the pair's 8 vectors
-// v, each [8 r][4 k] int8 at pair + 32 + 64 v + 32 b, is the VNNI form TDPBSSD reads: row v, column r, elements
+// Q8_0: per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of
+// block b (tile A: 16 rows of 32 bytes, the tokens' rows n_in apart) and the group's block b (tile B: the pair's 8
+// vectors v, each [8 r][4 k] int8 at pair + 32 + 64 v + 32 b, is the VNNI form TDPBSSD reads: row v, column r, elements
 // 4v .. 4v + 3) gives each (token, row) the exact int32 dot product of the block, the integer the VNNI kernel gets as
 // sum((w + 128) q) - 128 sum(q). The two blocks' products are stored side by side, [token][b][8 r], so each token's
 // 64 bytes are the VNNI kernel's pair vector (block b in 256-bit half b), and the float operations after them are
@@ -15,7 +15,8 @@
 // vpdpbusd with 32 activation permutes and 16 weight flips); one tile product does 16 tokens x 8 rows x 32 elements.
 // Session 39 (docs/cpu.md), Intel AVX-512 + AMX VM, TinyLlama Q8_0 pp64: 98.3 -> 146.3 tok/s at 1 thread, 208.8 ->
 // 279.2 at 2 (llama.cpp, with AMX: 105.8 / 194.4 in ../shared/peers.md). Session 40: the products' stores after the
-// vector work of the pair before (pair_issue / pair_store) and the next group prefetched (prefetch_share), ~139 -> ~150.
+// vector work of the pair before (pair_issue / pair_store) and the next group prefetched (prefetch_share), ~139 ->
+// ~150.
 #include <algorithm>
 
 #include "backends/cpu/avx512/avx512-common.h"
@@ -98,18 +99,30 @@ inline void prefetch_share(const uint8_t* next, size_t group_bytes, int64_t p, i
         _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
 }
 
-// Tiles 0, 1: A of the two blocks of a pair (16 tokens x 32 int8); 2, 3: B (8 vectors x 8 rows x 4 int8); 4, 5 and
-// 6, 7: C (16 tokens x 8 rows int32) of the even and the odd pairs.
-void load_tile_config() {
+// Tiles 0, 1: A of the two blocks of a pair (16 tokens x K int8); 2, 3: B (K / 4 vectors x 8 rows x 4 int8); 4, 5 and
+// 6, 7: C (16 tokens x 8 rows int32) of the even and the odd pairs. K: the block's elements, 32 (16 for Q6_K).
+void load_tile_config(int k = 32) {
     tile_config cfg;
     for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = t == 2 || t == 3 ? 8 : 16;
-        cfg.colsb[t] = 32;
+        cfg.rows[t] = uint8_t(t == 2 || t == 3 ? k / 4 : 16);
+        cfg.colsb[t] = uint16_t(t < 2 ? k : 32);
     }
     // Not _tile_loadconfig: GCC 12's form tells the compiler that LDTILECFG reads 8 bytes of the operand, so once
     // this function is inlined it may drop the stores of the rows and widths (a fault at LDTILECFG). This operand is
     // the whole 64 bytes.
     asm volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+// The activations of the tiles of 16 tokens in [t0, t1) as [tile][32-element block][16 tokens][32] at xs, so that each
+// A tile is 512 (or, half blocks, 256) bytes 32 apart rather than 16 rows n_in apart.
+void copy_tiles(const act_view& a, int64_t t0, int64_t t1, int8_t* xs) {
+    const int64_t n_in = a.n_in;
+    for (int64_t t = t0; t + 16 <= t1; t += 16)
+        for (int64_t j = 0; j < 16; j++)
+            for (int64_t s = 0; s < n_in / 32; s++)
+                _mm256_store_si256(
+                    reinterpret_cast<__m256i*>(xs + ((t - t0) * n_in + s * 512 + j * 32)),
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + (t + j) * n_in + 32 * s)));
 }
 
 // The B tiles of Q4_K / Q5_K sub-blocks s and s + 1 of super-block b (repack.h's x8 layout): their level vectors
@@ -209,18 +222,13 @@ void gemm_q45_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
     load_tile_config();
     const int64_t n_in = a.n_in, nb = n_in / 256, n_pairs = 4 * nb;
     alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][sub-block h * 8 + row]
-    // The tiles' activations as [tile][sub-block][16 tokens][32] (each A tile 512 contiguous bytes rather than 16 half
-    // lines n_in apart), then the group's B tiles, [pair][sub-block h][256], unpacked once for all its token tiles.
+    // The tiles' activations (copy_tiles), then the group's B tiles, [pair][sub-block h][256], unpacked once for all
+    // its token tiles.
     const size_t x_bytes = size_t((t1 - t0) / 16 * 16 * n_in);
     uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_pairs) * 512);
     int8_t* xs = reinterpret_cast<int8_t*>(scratch);
     uint8_t* levels = scratch + x_bytes;
-    for (int64_t t = t0; t + 16 <= t1; t += 16)
-        for (int64_t j = 0; j < 16; j++)
-            for (int64_t s = 0; s < n_in / 32; s++)
-                _mm256_store_si256(
-                    reinterpret_cast<__m256i*>(xs + ((t - t0) * n_in + s * 512 + j * 32)),
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + (t + j) * n_in + 32 * s)));
+    copy_tiles(a, t0, t1, xs);
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
         // Pair P's sub-blocks (P % 4 = p: 2p and 2p + 1 of super-block P / 4).
@@ -282,6 +290,89 @@ void gemm_q45_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
     _tile_release();
 }
 
+// Q6_K: per 8-row group, 16 tokens and chunk c of 32 elements (sub-blocks 2c and 2c + 1 of 16), the exact int32 sums of
+// (level - 32) x activation by TDPBSSD with K = 16 (B: the sub-block's 4 level vectors of q6_levels less 32, the low
+// halves for 2c and the high ones for 2c + 1), stored side by side [token][sub-block][8 r]; each token adds scale x sum
+// (vpmulld, the int8 scales widened) to its 512-bit sum. That is q6_k_x8's integer, sum of scale x level x activation
+// less 32 times the sum of scale x activation sum (its offset), exactly, so the float operations after it, q6_k_x8's
+// in the same order, give the same bits.
+void gemm_q6_k_amx_tiles(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                         int64_t n_out, int64_t g0, int64_t g1) {
+    constexpr int64_t bytes = 1696;
+    load_tile_config(16);
+    const int64_t n_in = a.n_in, nb = n_in / 256, n_chunks = 8 * nb;
+    alignas(64) int32_t isum[2][16][16] = {};  // [chunk parity][token][sub-block h * 8 + row]
+    const size_t x_bytes = size_t((t1 - t0) / 16 * 16 * n_in);
+    uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_chunks) * 256);
+    int8_t* xs = reinterpret_cast<int8_t*>(scratch);
+    uint8_t* levels = scratch + x_bytes;  // the group's B tiles, [chunk][sub-block h][4 vectors][32]
+    copy_tiles(a, t0, t1, xs);
+    // Row r's scale of sub-block 2c (byte 2r of the chunk's 16) in dword r, that of 2c + 1 (byte 2r + 1) in 8 + r.
+    const __m512i scale_order = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t* gp = packed + size_t(g) * group_bytes;
+        for (int64_t c = 0; c < n_chunks; c++) {
+            __m512i lv[4];
+            q6_levels<false, false>(gp + (c / 8) * bytes + 160 + 192 * (c % 8), lv);
+            for (__m512i& v : lv) v = _mm512_sub_epi8(v, _mm512_set1_epi8(32));
+            uint8_t* out = levels + c * 256;
+            _mm512_store_si512(out, _mm512_shuffle_i64x2(lv[0], lv[1], 0x44));
+            _mm512_store_si512(out + 64, _mm512_shuffle_i64x2(lv[2], lv[3], 0x44));
+            _mm512_store_si512(out + 128, _mm512_shuffle_i64x2(lv[0], lv[1], 0xee));
+            _mm512_store_si512(out + 192, _mm512_shuffle_i64x2(lv[2], lv[3], 0xee));
+        }
+        for (int64_t t = t0; t + 16 <= t1; t += 16) {
+            const int8_t* q = xs + (t - t0) * n_in;
+            const float* d = a.d + t * nb;  // token j's super-block scales at d + j * nb
+            auto issue = [&](int64_t c) {
+                const uint8_t* lv = levels + c * 256;
+                const int8_t* a0 = q + c * 512;
+                if (c % 2 == 0)
+                    pair_issue<false, false>(a0, a0 + 16, 32, lv, lv + 128, 32, true);
+                else
+                    pair_issue<true, false>(a0, a0 + 16, 32, lv, lv + 128, 32, true);
+            };
+            auto store = [&](int64_t c) {
+                if (c % 2 == 0)
+                    pair_store<false>(true, isum[0]);
+                else
+                    pair_store<true>(true, isum[1]);
+            };
+            __m256 acc[16];
+            __m512i sums[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) acc[j] = _mm256_setzero_ps();
+            issue(0);
+            store(0);
+            for (int64_t c = 0; c < n_chunks; c++) {
+                if (c + 1 < n_chunks) issue(c + 1);
+                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, c, n_chunks);
+                const int64_t ib = c / 8, k = c % 8;
+                const uint8_t* b = gp + ib * bytes;
+                const __m512i sc = _mm512_permutexvar_epi32(
+                    scale_order, _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))));
+                const int32_t(*s)[16] = isum[c % 2];
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) {
+                    const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(s[j]), sc);
+                    sums[j] = k == 0 ? v : _mm512_add_epi32(sums[j], v);
+                }
+                if (c + 1 < n_chunks) store(c + 1);
+                if (k < 7) continue;
+                const __m256 dw = load_8_f16(b + 128);
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) {
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])),
+                                             _mm256_mul_ps(dw, _mm256_set1_ps(d[j * nb + ib])), acc[j]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) store_rows(acc[j], y + (t + j) * n_out, g * 8, n_out);
+        }
+    }
+    _tile_release();
+}
+
 }  // namespace
 
 void gemm_q4_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
@@ -292,6 +383,11 @@ void gemm_q4_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
 void gemm_q5_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {
     gemm_q45_k_amx<true>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+}
+
+void gemm_q6_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                   int64_t n_out, int64_t g0, int64_t g1) {
+    gemm_q6_k_amx_tiles(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
 }
 
 }  // namespace memtile::cpu::avx512

@@ -73,13 +73,6 @@ void pick4(__m512i quads, __m512i* x) {
     x[3] = pick<l3, l3 + gap>(quads);
 }
 
-// Bits 6-7 of every byte moved to bits `to` and `to` + 1, the other bits zero (Q6_K's fourth level vector).
-template <int to>
-__m512i top_pair_gf(__m512i v) {
-    constexpr uint64_t m = (uint64_t(0x40) << (8 * (7 - to))) | (uint64_t(0x80) << (8 * (6 - to)));
-    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(m)), 0);
-}
-
 // The low int16 of each dword of lo in its low half and that of hi in its high half (two int32 sums that fit an
 // int16, side by side for one vpdpwssd).
 __m512i join_int16(__m512i lo, __m512i hi) {
@@ -266,19 +259,8 @@ void q6_k_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
             for (int g = 0; g < G; g++) {
                 const __m512i sc = _mm512_shuffle_epi8(_mm512_broadcast_i64x4(spair[g]), sc_mask);
                 const uint8_t* v = b[g] + 160 + 192 * c;
-                const __m512i p[3] = {load_pair<N>(v), load_pair<N>(v + 64), load_pair<N>(v + 128)};
-                // Level vector 3 from bits 6-7 of p0, p1, p2 (its bits 0-1, 2-3, 4-5), as the AVX2 kernel.
-                __m512i top;
-                if constexpr (GF) {
-                    top = _mm512_ternarylogic_epi32(top_pair_gf<0>(p[0]), top_pair_gf<2>(p[1]), top_pair_gf<4>(p[2]),
-                                                    0xfe);
-                } else {
-                    const __m512i t =
-                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(and8(p[0], 0xc0), 4),
-                                                  _mm512_srli_epi16(and8(p[1], 0xc0), 2), and8(p[2], 0xc0), 0xfe);
-                    top = _mm512_srli_epi16(t, 2);
-                }
-                const __m512i lv[4] = {and8(p[0], 0x3f), and8(p[1], 0x3f), and8(p[2], 0x3f), top};
+                __m512i lv[4];
+                q6_levels<GF, N>(v, lv);
                 for (int j = 0; j < NT; j++) {
                     const __m512i s0 =
                         _mm512_add_epi16(_mm512_maddubs_epi16(lv[0], x[j][0]), _mm512_maddubs_epi16(lv[1], x[j][1]));
@@ -443,8 +425,8 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
         gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
 }
 
-// Q8_0, Q4_K and Q5_K prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable() (matmul-avx512-amx.cpp,
-// the same bits), the rest by the VNNI tiles.
+// Q8_0, Q4_K, Q5_K and Q6_K prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable()
+// (matmul-avx512-amx.cpp, the same bits), the rest by the VNNI tiles.
 template <dtype T, bool GF>
 void gemm_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
               int64_t n_out, int64_t g0, int64_t g1) {
@@ -454,8 +436,10 @@ void gemm_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int6
             gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
         else if constexpr (T == dtype::q4_k)
             gemm_q4_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
-        else
+        else if constexpr (T == dtype::q5_k)
             gemm_q5_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+        else
+            gemm_q6_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
     }
     gemm_x8<x8<T, GF>>(packed, group_bytes, a, t0 + amx, t1, y, n_out, g0, g1);
 }
@@ -475,7 +459,7 @@ const detail::repack_kernel_set k_x8_set = {
     gemm_x8<x8<dtype::q4_0, GF>>,
     gemm_amx<dtype::q4_k, GF>,
     gemm_amx<dtype::q5_k, GF>,
-    gemm_x8<x8<dtype::q6_k, GF>>,
+    gemm_amx<dtype::q6_k, GF>,
     gemm_x32_f32,
     gemm_x32_f16,
     gemm_x32_bf16,

@@ -89,5 +89,28 @@ void q5_levels(const uint8_t* v, __m512i* lv) {
     }
 }
 
+// Bits 6-7 of every byte moved to bits `to` and `to` + 1, the other bits zero (Q6_K's fourth level vector).
+template <int to>
+__m512i top_pair_gf(__m512i v) {
+    constexpr uint64_t m = (uint64_t(0x40) << (8 * (7 - to))) | (uint64_t(0x80) << (8 * (6 - to)));
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(m)), 0);
+}
+
+// The 4 level vectors of a Q6_K chunk of two 16-element sub-blocks at v (3 vector pairs; sub-block 2c in the low
+// halves, 2c + 1 in the high ones): vectors 0-2 are the pairs' low 6 bits, vector 3 gathers their bits 6-7 (pair k's
+// at bits 2k and 2k + 1), as the AVX2 kernel.
+template <bool GF, bool N>
+void q6_levels(const uint8_t* v, __m512i* lv) {
+    const __m512i p[3] = {load_pair<N>(v), load_pair<N>(v + 64), load_pair<N>(v + 128)};
+    if constexpr (GF) {
+        lv[3] = _mm512_ternarylogic_epi32(top_pair_gf<0>(p[0]), top_pair_gf<2>(p[1]), top_pair_gf<4>(p[2]), 0xfe);
+    } else {
+        const __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(and8(p[0], 0xc0), 4),
+                                                    _mm512_srli_epi16(and8(p[1], 0xc0), 2), and8(p[2], 0xc0), 0xfe);
+        lv[3] = _mm512_srli_epi16(t, 2);
+    }
+    for (int k = 0; k < 3; k++) lv[k] = and8(p[k], 0x3f);
+}
+
 }  // namespace
 }  // namespace memtile::cpu::avx512
