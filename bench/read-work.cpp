@@ -5,8 +5,9 @@
 // Every variant reads a buffer of 2 MiB pages as two halves in lockstep (128 bytes of each per step, four 256-bit
 // loads), one thread, with W operations of a kind after every load, or with a second operand read from L1. Each round
 // measures every variant in turn: one pass over the whole buffer (DRAM) and 200 passes over its first 512 KiB (L2).
-// Prints per variant the medians over rounds and the median ratio to the loads-only loop of the same round; then the
-// same read with the two runs D bytes apart for several D (what the distance between a decode's runs costs).
+// Two more variants read by AMX tile loads where the CPU has AMX. Prints per variant the medians over rounds and the
+// median ratio to the loads-only loop of the same round; then the same read with the two runs D bytes apart for
+// several D (what the distance between a decode's runs costs).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu-isa.h"
 #include "guarded-main.h"
 
 #if defined(__x86_64__)
@@ -79,10 +81,49 @@ __attribute__((target("avx2"), noinline)) uint64_t read_pair(const uint8_t* a, c
     return uint64_t(_mm256_extract_epi64(s, 0)) ^ uint64_t(_mm256_extract_epi64(s, 3)) ^ g0 ^ g1 ^ g2 ^ g3;
 }
 
+// The same two halves read by AMX tile loads (16 rows of 64 bytes, 1 KiB, from each half per step), alone (TDP false)
+// or each consumed by a one-token tile product (TDPBSSD of a 1 x 64 A against the 1 KiB as B, 16 x 64): what a decode
+// on AMX would ask of the memory system. Runs only where cpu::amx_usable().
+struct amx_config {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+template <bool TDP>
+__attribute__((target("avx2,amx-tile,amx-int8"), noinline)) uint64_t read_tiles(const uint8_t* a, const uint8_t* b,
+                                                                                size_t h) {
+    amx_config cfg;
+    for (int t = 0; t < 5; t++) {
+        cfg.rows[t] = t < 2 ? 16 : 1;  // 0, 1: B (16 x 64); 2, 4: C (1 x 16 int32); 3: A (1 x 64)
+        cfg.colsb[t] = 64;
+    }
+    asm volatile("ldtilecfg %0" : : "m"(cfg));
+    alignas(64) int8_t x[64];
+    for (int i = 0; i < 64; i++) x[i] = int8_t(i - 32);
+    _tile_loadd(3, x, 64);
+    _tile_zero(2);
+    _tile_zero(4);
+    for (size_t o = 0; o < h; o += 1024) {
+        _tile_loadd(0, a + o, 64);
+        _tile_loadd(1, b + o, 64);
+        if constexpr (TDP) {
+            _tile_dpbssd(2, 3, 0);
+            _tile_dpbssd(4, 3, 1);
+        }
+    }
+    alignas(64) int32_t c[2][16];
+    _tile_stored(2, c[0], 64);
+    _tile_stored(4, c[1], 64);
+    _tile_release();
+    return uint64_t(c[0][0]) ^ uint64_t(c[1][5]);
+}
+
 struct variant {
     const char* name;
     uint64_t (*fn)(const uint8_t*, const uint8_t*, size_t);
-    bool needs_vnni;
+    bool needs_vnni, needs_amx = false;
 };
 
 const variant k_variants[] = {
@@ -95,6 +136,8 @@ const variant k_variants[] = {
     {"+4 x 4 nops per load", read_pair<work::nops, 4>, false},
     {"+1 L1-hit load per load (a 4 KiB side stream)", read_pair<work::l1_loads, 1>, false},
     {"+1 vpaddd per load, activations as the kernels", read_pair<work::activations, 0>, false},
+    {"AMX tile loads (1 KiB of each half per step)", read_tiles<false>, false, true},
+    {"AMX tile loads + a 1-token TDPBSSD per tile", read_tiles<true>, false, true},
     {"loads only (xor) again", read_pair<work::none, 0>, false},
 };
 
@@ -132,6 +175,7 @@ int run(int argc, char** argv) {
         return 0;
     }
     const bool vnni = __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    const bool amx = memtile::cpu::amx_usable();
     constexpr size_t huge = size_t(2) << 20, l2_bytes = size_t(512) << 10;
     const size_t bytes = mib << 20;
     void* map = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -147,7 +191,7 @@ int run(int argc, char** argv) {
     for (int r = 0; r < rounds; r++) {
         std::vector<double> round(n, 0.0);
         for (size_t i = 0; i < n; i++) {
-            if (k_variants[i].needs_vnni && !vnni) continue;
+            if ((k_variants[i].needs_vnni && !vnni) || (k_variants[i].needs_amx && !amx)) continue;
             auto t0 = now();
             sink += k_variants[i].fn(buf, buf + bytes / 2, bytes / 2);
             round[i] = double(bytes) / secs(now() - t0) / 1e9;
@@ -180,7 +224,7 @@ int run(int argc, char** argv) {
     std::printf("| loop | DRAM GB/s | ratio to loads only | L2 GB/s (512 KiB) |\n|---|---|---|---|\n");
     for (size_t i = 0; i < n; i++) {
         if (dram[i].empty()) {
-            std::printf("| %s | (no AVX-512 VNNI) | | |\n", k_variants[i].name);
+            std::printf("| %s | (no %s) | | |\n", k_variants[i].name, k_variants[i].needs_amx ? "AMX" : "AVX-512 VNNI");
             continue;
         }
         std::printf("| %s | %.2f | %.3f | %.1f |\n", k_variants[i].name, median(dram[i]), median(ratio[i]),
