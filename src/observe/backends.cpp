@@ -15,9 +15,9 @@ backend_status cpu_backend() {
     std::string paths;
     for (const auto i : cpu::all_isas())
         if (cpu::isa_supported(i)) paths += std::string(paths.empty() ? "" : ", ") + std::string(cpu::isa_name(i));
-    s.detail =
-        fmt::format("active kernels: {}; usable here: {}{}", cpu::isa_name(cpu::active_isa()), paths,
-                    cpu::is_avx512(cpu::active_isa()) && cpu::amx_usable() ? "; Q8_0 and K-quant prefill on AMX" : "");
+    s.detail = fmt::format(
+        "active kernels: {}; usable here: {}{}", cpu::isa_name(cpu::active_isa()), paths,
+        cpu::is_avx512(cpu::active_isa()) && cpu::amx_usable() ? "; Q8_0, Q4_0 and K-quant prefill on AMX" : "");
     return s;
 }
 

@@ -22,9 +22,10 @@ void gemm_x32_f32(const uint8_t*, size_t, const act_view&, int64_t, int64_t, flo
 void gemm_x32_f16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_x32_bf16(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 
-// AMX (matmul-avx512-amx.cpp; only where cpu::amx_usable()): as kernels.h's gemm_x8_fn for the Q8_0, Q4_K, Q5_K and
-// Q6_K x8 layouts, over the whole tiles of 16 tokens in [t0, t1) (the caller takes the rest).
+// AMX (matmul-avx512-amx.cpp; only where cpu::amx_usable()): as kernels.h's gemm_x8_fn for the Q8_0, Q4_0 and
+// K-quant x8 layouts, over the whole tiles of 16 tokens in [t0, t1) (the caller takes the rest).
 void gemm_q8_0_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+void gemm_q4_0_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_q4_k_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_q5_k_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
 void gemm_q6_k_amx(const uint8_t*, size_t, const act_view&, int64_t, int64_t, float*, int64_t, int64_t, int64_t);

@@ -30,7 +30,8 @@ using simd_x8::load_8_f16;
 using simd_x8::q45_k_min_sum;
 using simd_x8::store_rows;
 
-constexpr int64_t k_pair_bytes = 544;  // repack.h's Q8_0 pair of blocks
+constexpr int64_t k_pair_bytes = 544;       // repack.h's Q8_0 pair of blocks
+constexpr int64_t k_q4_0_pair_bytes = 288;  // and Q4_0's
 
 // LDTILECFG's 64-byte operand (palette 1).
 struct tile_config {
@@ -113,6 +114,21 @@ void load_tile_config(int k = 32) {
     asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
+// The B tiles of a Q4_0 pair's blocks (block 1 only where both): the levels less 8 (the stored w + 8, so the signed
+// product is the VNNI kernel's sum((w + 8) q) - 8 sum(q)) in quad order as unpack_levels lays them out, 256 bytes per
+// block.
+inline void unpack_q4_0(const uint8_t* pair, bool both, uint8_t* out) {
+    for (int h = 0; h < (both ? 2 : 1); h++) {
+        __m512i lv[4];
+        nibble_levels<false, false>(pair + 32 + 128 * h, lv);
+        for (__m512i& v : lv) v = _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+        for (int i = 0; i < 2; i++) {
+            _mm512_store_si512(out + 256 * h + 128 * i, _mm512_shuffle_i64x2(lv[2 * i], lv[2 * i + 1], 0x44));
+            _mm512_store_si512(out + 256 * h + 128 * i + 64, _mm512_shuffle_i64x2(lv[2 * i], lv[2 * i + 1], 0xee));
+        }
+    }
+}
+
 // The activations of the tiles of 16 tokens in [t0, t1) as [tile][32-element block][16 tokens][32] at xs, so that each
 // A tile is 512 (or, half blocks, 256) bytes 32 apart rather than 16 rows n_in apart.
 void copy_tiles(const act_view& a, int64_t t0, int64_t t1, int8_t* xs) {
@@ -144,15 +160,19 @@ inline void unpack_levels(const uint8_t* b, int s, uint8_t* out) {
     }
 }
 
-}  // namespace
-
-void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
-                   int64_t n_out, int64_t g0, int64_t g1) {
+template <bool Q4>
+void gemm_pairs_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                    int64_t n_out, int64_t g0, int64_t g1) {
+    constexpr int64_t pair_bytes = Q4 ? k_q4_0_pair_bytes : k_pair_bytes;
     load_tile_config();
     const int64_t n_in = a.n_in, nb = n_in / 32, n_pairs = (nb + 1) / 2;
     alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][block b * 8 + row]
+    // Q4_0: the group's B tiles, [block][256], unpacked once for all its token tiles.
+    uint8_t* levels = Q4 ? detail::gemm_scratch(size_t(2 * n_pairs) * 256) : nullptr;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
+        if constexpr (Q4)
+            for (int64_t p = 0; p < n_pairs; p++) unpack_q4_0(gp + p * pair_bytes, 2 * p + 1 < nb, levels + p * 512);
         const int64_t rows = std::min<int64_t>(8, n_out - g * 8);
         const __mmask8 row_mask = __mmask8((1u << rows) - 1);
         for (int64_t t = t0; t + 16 <= t1; t += 16) {
@@ -163,12 +183,14 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
             for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
             // Pair p's products into isum[p % 2], tiles by the same parity.
             auto issue = [&](int64_t p) {
-                const uint8_t* pair = gp + p * k_pair_bytes;
+                const uint8_t* b0 = Q4 ? levels + p * 512 : gp + p * pair_bytes + 32;
+                const uint8_t* b1 = Q4 ? b0 + 256 : b0 + 32;
+                const int64_t b_stride = Q4 ? 32 : 64;
                 const int8_t* a0 = q + 2 * p * 32;
                 if (p % 2 == 0)
-                    pair_issue<false, false>(a0, a0 + 32, n_in, pair + 32, pair + 64, 64, 2 * p + 1 < nb);
+                    pair_issue<false, false>(a0, a0 + 32, n_in, b0, b1, b_stride, 2 * p + 1 < nb);
                 else
-                    pair_issue<true, false>(a0, a0 + 32, n_in, pair + 32, pair + 64, 64, 2 * p + 1 < nb);
+                    pair_issue<true, false>(a0, a0 + 32, n_in, b0, b1, b_stride, 2 * p + 1 < nb);
             };
             auto store = [&](int64_t p) {
                 if (p % 2 == 0)
@@ -185,7 +207,7 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
                 if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, p, n_pairs);
                 // The two blocks' 8 row scales (f16) side by side at the start of the pair; an odd last block runs in
                 // the low half alone (masked FMA), as in q8_0_x8_pairs.
-                const uint8_t* pair = gp + p * k_pair_bytes;
+                const uint8_t* pair = gp + p * pair_bytes;
                 const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair)));
                 const __mmask16 lanes = both ? 0xffff : 0x00ff;
                 const int32_t(*s)[16] = isum[p % 2];
@@ -206,8 +228,6 @@ void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
     }
     _tile_release();
 }
-
-namespace {
 
 // Q4_K (high_bit false) and Q5_K: per 8-row group, 16 tokens and pair of sub-blocks (2p, 2p + 1) of super-block ib,
 // the exact int32 sums of levels x activations by TDPBSUD (A: the tokens' 32 int8 activations of a sub-block; B: its
@@ -374,6 +394,16 @@ void gemm_q6_k_amx_tiles(const uint8_t* packed, size_t group_bytes, const act_vi
 }
 
 }  // namespace
+
+void gemm_q8_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                   int64_t n_out, int64_t g0, int64_t g1) {
+    gemm_pairs_amx<false>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+}
+
+void gemm_q4_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                   int64_t n_out, int64_t g0, int64_t g1) {
+    gemm_pairs_amx<true>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+}
 
 void gemm_q4_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {

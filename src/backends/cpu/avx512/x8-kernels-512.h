@@ -425,7 +425,7 @@ void gemv_x8_loads(const uint8_t* packed, size_t group_bytes, const act_view& a,
         gemv_x8<x8<T, GF, false>>(packed, group_bytes, a, t, y, n_out, g0, g1);
 }
 
-// Q8_0, Q4_K, Q5_K and Q6_K prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable()
+// Q8_0, Q4_0 and K-quant prefill: the whole tiles of 16 tokens on AMX where cpu::amx_usable()
 // (matmul-avx512-amx.cpp, the same bits), the rest by the VNNI tiles.
 template <dtype T, bool GF>
 void gemm_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
@@ -434,6 +434,8 @@ void gemm_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int6
     if (amx > 0) {
         if constexpr (T == dtype::q8_0)
             gemm_q8_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
+        else if constexpr (T == dtype::q4_0)
+            gemm_q4_0_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
         else if constexpr (T == dtype::q4_k)
             gemm_q4_k_amx(packed, group_bytes, a, t0, t0 + amx, y, n_out, g0, g1);
         else if constexpr (T == dtype::q5_k)
@@ -456,7 +458,7 @@ const detail::repack_kernel_set k_x8_set = {
     avx2::gemv_x32_f16,
     avx2::gemv_x32_bf16,
     gemm_amx<dtype::q8_0, GF>,
-    gemm_x8<x8<dtype::q4_0, GF>>,
+    gemm_amx<dtype::q4_0, GF>,
     gemm_amx<dtype::q4_k, GF>,
     gemm_amx<dtype::q5_k, GF>,
     gemm_amx<dtype::q6_k, GF>,
