@@ -1,6 +1,6 @@
 // AMX prefill of the Q8_0, Q4_K and Q5_K x8 layouts (repack.h), for tiles of 16 tokens; the only unit built with
 // -mamx-tile -mamx-int8, called by both AVX-512 sets (x8-kernels-512.h) where cpu::amx_usable() holds (cpu-isa.h).
-// Q4_K / Q5_K: see gemm_q45_k_amx.
+// The K-quants: see gemm_kquant_amx.
 //
 // Q8_0: per 8-row group, 16 tokens and pair of blocks: the tile product TDPBSSD of the 16 tokens' int8 activations of
 // block b (tile A: 16 rows of 32 bytes, the tokens' rows n_in apart) and the group's block b (tile B: the pair's 8
@@ -91,6 +91,37 @@ inline void pair_store(bool both, int32_t (*isum)[16]) {
     }
 }
 
+// The products of pair P in flight: issued into the tiles of P's parity (pair_issue), stored into isum[P % 2]
+// (pair_store), read back by the vector work. U: unsigned weights (TDPBSUD).
+template <bool U>
+struct pair_pipeline {
+    alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][block b * 8 + row]
+
+    void issue(int64_t P, const int8_t* a0, const int8_t* a1, int64_t a_stride, const uint8_t* b0, const uint8_t* b1,
+               int64_t b_stride, bool both) {
+        if (P % 2 == 0)
+            pair_issue<false, U>(a0, a1, a_stride, b0, b1, b_stride, both);
+        else
+            pair_issue<true, U>(a0, a1, a_stride, b0, b1, b_stride, both);
+    }
+    void store(int64_t P, bool both) {
+        if (P % 2 == 0)
+            pair_store<false>(both, isum[0]);
+        else
+            pair_store<true>(both, isum[1]);
+    }
+    const int32_t (*result(int64_t P) const)[16] { return isum[P % 2]; }
+};
+
+// sums[j] = (first ? 0 : sums[j]) + s[j] x sc for the 16 tokens: the exact int32 scale x sum of the K-quant kernels.
+inline void add_scaled(const int32_t (*s)[16], __m512i sc, bool first, __m512i* sums) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(s[j]), sc);
+        sums[j] = first ? v : _mm512_add_epi32(sums[j], v);
+    }
+}
+
 // During the first token tile of a group, pair p of n_pairs prefetches its share of the next group's bytes into L2, so
 // that the next group's first reads do not wait on DRAM: the hardware prefetcher has stopped by then, because the
 // tiles in between read only L1 / L2.
@@ -166,7 +197,7 @@ void gemm_pairs_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
     constexpr int64_t pair_bytes = Q4 ? k_q4_0_pair_bytes : k_pair_bytes;
     load_tile_config();
     const int64_t n_in = a.n_in, nb = n_in / 32, n_pairs = (nb + 1) / 2;
-    alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][block b * 8 + row]
+    pair_pipeline<false> tiles;
     // Q4_0: the group's B tiles, [block][256], unpacked once for all its token tiles.
     uint8_t* levels = Q4 ? detail::gemm_scratch(size_t(2 * n_pairs) * 256) : nullptr;
     for (int64_t g = g0; g < g1; g++) {
@@ -181,23 +212,13 @@ void gemm_pairs_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
             __m512 acc[16];
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-            // Pair p's products into isum[p % 2], tiles by the same parity.
+            // Pair p's products (tiles.result(p) once stored).
             auto issue = [&](int64_t p) {
                 const uint8_t* b0 = Q4 ? levels + p * 512 : gp + p * pair_bytes + 32;
-                const uint8_t* b1 = Q4 ? b0 + 256 : b0 + 32;
-                const int64_t b_stride = Q4 ? 32 : 64;
                 const int8_t* a0 = q + 2 * p * 32;
-                if (p % 2 == 0)
-                    pair_issue<false, false>(a0, a0 + 32, n_in, b0, b1, b_stride, 2 * p + 1 < nb);
-                else
-                    pair_issue<true, false>(a0, a0 + 32, n_in, b0, b1, b_stride, 2 * p + 1 < nb);
+                tiles.issue(p, a0, a0 + 32, n_in, b0, Q4 ? b0 + 256 : b0 + 32, Q4 ? 32 : 64, 2 * p + 1 < nb);
             };
-            auto store = [&](int64_t p) {
-                if (p % 2 == 0)
-                    pair_store<false>(2 * p + 1 < nb, isum[0]);
-                else
-                    pair_store<true>(2 * p + 1 < nb, isum[1]);
-            };
+            auto store = [&](int64_t p) { tiles.store(p, 2 * p + 1 < nb); };
             issue(0);
             store(0);
             for (int64_t p = 0; p < n_pairs; p++) {
@@ -210,7 +231,7 @@ void gemm_pairs_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
                 const uint8_t* pair = gp + p * pair_bytes;
                 const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair)));
                 const __mmask16 lanes = both ? 0xffff : 0x00ff;
-                const int32_t(*s)[16] = isum[p % 2];
+                const int32_t(*s)[16] = tiles.result(p);
 #pragma GCC unroll 16
                 for (int j = 0; j < 16; j++) {
                     const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(d[j * nb + ib]),
@@ -229,162 +250,110 @@ void gemm_pairs_amx(const uint8_t* packed, size_t group_bytes, const act_view& a
     _tile_release();
 }
 
-// Q4_K (high_bit false) and Q5_K: per 8-row group, 16 tokens and pair of sub-blocks (2p, 2p + 1) of super-block ib,
-// the exact int32 sums of levels x activations by TDPBSUD (A: the tokens' 32 int8 activations of a sub-block; B: its
-// levels as unpack_levels lays them out), stored side by side [token][sub-block][8 r]. Each token then adds scale x sum
-// (vpmulld against the pair's 16 row scales) to its 512-bit integer sum, whose two halves folded are the integer the
-// VNNI kernel's vpdpbusd / vpdpwssd chains give (the same exact sum of scale x level x activation); the float
-// operations per super-block are q45_k_x8's in the same order, so the same bits.
+// The K-quant formats of gemm_kquant_amx. A step is one pair of tile products; per step and token the kernel adds
+// scale x sum to a 512-bit integer sum (vpmulld against the step's 16 row scales, sub-block h in half h), and per
+// super-block F::finish turns the folded sums into the float operations of the VNNI kernel, in the same order.
+//
+// Q4_K (high_bit false) and Q5_K: step p of 4 per super-block is sub-blocks 2p and 2p + 1 of 32, TDPBSUD of the
+// tokens' activations against the levels (unpack_levels); the folded sum is the integer of the VNNI kernel's vpdpbusd
+// / vpdpwssd chains (the same exact sum of scale x level x activation), then q45_k_x8's float operations.
 template <bool high_bit>
-void gemm_q45_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
-                    int64_t n_out, int64_t g0, int64_t g1) {
-    constexpr int64_t bytes = high_bit ? 1440 : 1184;
-    load_tile_config();
-    const int64_t n_in = a.n_in, nb = n_in / 256, n_pairs = 4 * nb;
-    alignas(64) int32_t isum[2][16][16] = {};  // [pair parity][token][sub-block h * 8 + row]
-    // The tiles' activations (copy_tiles), then the group's B tiles, [pair][sub-block h][256], unpacked once for all
-    // its token tiles.
+struct q45_k_steps {
+    static constexpr int64_t bytes = high_bit ? 1440 : 1184, steps = 4, k = 32;
+    static constexpr bool unsigned_levels = true;
+    static void unpack(const uint8_t* sb, int64_t p, uint8_t* out) { unpack_levels<high_bit>(sb, int(2 * p), out); }
+    // Row r's scales of sub-blocks 2p (byte r) and 2p + 1 (byte 8 + r) as dwords r and 8 + r.
+    static __m512i scales(const uint8_t* sb, int64_t p) {
+        return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + 16 * p)));
+    }
+    // acc[j] += token j's super-block ib (sb) given its integer sums; d, bs: token 0's scales and group sums, rows
+    // n_in apart in elements.
+    static void finish(const uint8_t* sb, int64_t ib, const float* d, const int16_t* bs, int64_t n_in,
+                       const __m512i* sums, __m256* acc) {
+        const int64_t nb = n_in / 256;
+        const __m256 dw = load_8_f16(sb + 128), dmw = load_8_f16(sb + 144);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            const __m256i msum = q45_k_min_sum(sb, bs + j * (n_in / 16) + ib * 16);
+            const __m256 da = _mm256_set1_ps(d[j * nb + ib]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])), _mm256_mul_ps(dw, da), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
+        }
+    }
+};
+
+// Q6_K: step c of 8 per super-block is the chunk of sub-blocks 2c and 2c + 1 of 16, two TDPBSSD of K = 16 against the
+// levels less 32 (the low halves of q6_levels' vectors for 2c, the high ones for 2c + 1). The folded sum, scale x
+// level x activation less 32 times scale x activation sum, is exactly q6_k_x8's integer after its offset, so its
+// float operations follow as they are.
+struct q6_k_steps {
+    static constexpr int64_t bytes = 1696, steps = 8, k = 16;
+    static constexpr bool unsigned_levels = false;
+    static void unpack(const uint8_t* sb, int64_t c, uint8_t* out) {
+        __m512i lv[4];
+        q6_levels<false, false>(sb + 160 + 192 * c, lv);
+        for (__m512i& v : lv) v = _mm512_sub_epi8(v, _mm512_set1_epi8(32));
+        _mm512_store_si512(out, _mm512_shuffle_i64x2(lv[0], lv[1], 0x44));
+        _mm512_store_si512(out + 64, _mm512_shuffle_i64x2(lv[2], lv[3], 0x44));
+        _mm512_store_si512(out + 128, _mm512_shuffle_i64x2(lv[0], lv[1], 0xee));
+        _mm512_store_si512(out + 192, _mm512_shuffle_i64x2(lv[2], lv[3], 0xee));
+    }
+    // Row r's int8 scale of sub-block 2c (byte 2r of the chunk's 16) in dword r, that of 2c + 1 (byte 2r + 1) in 8 + r.
+    static __m512i scales(const uint8_t* sb, int64_t c) {
+        const __m512i order = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        return _mm512_permutexvar_epi32(
+            order, _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + 16 * c))));
+    }
+    static void finish(const uint8_t* sb, int64_t ib, const float* d, const int16_t*, int64_t n_in, const __m512i* sums,
+                       __m256* acc) {
+        const int64_t nb = n_in / 256;
+        const __m256 dw = load_8_f16(sb + 128);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])),
+                                     _mm256_mul_ps(dw, _mm256_set1_ps(d[j * nb + ib])), acc[j]);
+    }
+};
+
+// The K-quant prefill over the whole tiles of 16 tokens in [t0, t1): per 8-row group the levels are unpacked once
+// (F::unpack, [step][sub-block h][K / 4 vectors][32]) for all its token tiles; A tiles come from copy_tiles' layout.
+template <class F>
+void gemm_kquant_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
+                     int64_t n_out, int64_t g0, int64_t g1) {
+    constexpr int64_t step_levels = 2 * 8 * F::k;  // B bytes per step: two sub-blocks of K / 4 vectors of 32
+    load_tile_config(int(F::k));
+    const int64_t n_in = a.n_in, nb = n_in / 256, n_steps = F::steps * nb;
+    pair_pipeline<F::unsigned_levels> tiles;  // results [step parity][token][sub-block h * 8 + row]
     const size_t x_bytes = size_t((t1 - t0) / 16 * 16 * n_in);
-    uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_pairs) * 512);
+    uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_steps * step_levels));
     int8_t* xs = reinterpret_cast<int8_t*>(scratch);
     uint8_t* levels = scratch + x_bytes;
     copy_tiles(a, t0, t1, xs);
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t* gp = packed + size_t(g) * group_bytes;
-        // Pair P's sub-blocks (P % 4 = p: 2p and 2p + 1 of super-block P / 4).
-        for (int64_t P = 0; P < n_pairs; P++)
-            unpack_levels<high_bit>(gp + (P / 4) * bytes, int(2 * (P % 4)), levels + P * 512);
+        for (int64_t P = 0; P < n_steps; P++)
+            F::unpack(gp + (P / F::steps) * F::bytes, P % F::steps, levels + P * step_levels);
         for (int64_t t = t0; t + 16 <= t1; t += 16) {
-            const int8_t* q = xs + (t - t0) * n_in;
-            const float* d = a.d + t * nb;                  // token j's super-block scales at d + j * nb
-            const int16_t* bs = a.bsums + t * (n_in / 16);  // token j's group sums at bs + j * n_in / 16
-            // Pair P's products into isum[P % 2], tiles by the same parity.
+            const int8_t* q = xs + (t - t0) * n_in;  // step P's A tiles: 2 K bytes per token from q + 2 K * 16 * P
             auto issue = [&](int64_t P) {
-                const uint8_t* lv = levels + P * 512;
-                const int8_t* a0 = q + 2 * P * 512;
-                if (P % 2 == 0)
-                    pair_issue<false, true>(a0, a0 + 512, 32, lv, lv + 256, 32, true);
-                else
-                    pair_issue<true, true>(a0, a0 + 512, 32, lv, lv + 256, 32, true);
-            };
-            auto store = [&](int64_t P) {
-                if (P % 2 == 0)
-                    pair_store<false>(true, isum[0]);
-                else
-                    pair_store<true>(true, isum[1]);
+                const uint8_t* lv = levels + P * step_levels;
+                const int8_t* a0 = q + 2 * F::k * 16 * P;
+                tiles.issue(P, a0, a0 + (F::k == 32 ? 512 : 16), 32, lv, lv + step_levels / 2, 32, true);
             };
             __m256 acc[16];
             __m512i sums[16];
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) acc[j] = _mm256_setzero_ps();
             issue(0);
-            store(0);
-            for (int64_t P = 0; P < n_pairs; P++) {
-                if (P + 1 < n_pairs) issue(P + 1);
-                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, P, n_pairs);
-                const int64_t ib = P / 4, p = P % 4;
-                const uint8_t* b = gp + ib * bytes;
-                // Row r's scales of sub-blocks 2p (byte r) and 2p + 1 (byte 8 + r) as dwords r and 8 + r.
-                const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * p)));
-                const int32_t(*s)[16] = isum[P % 2];
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++) {
-                    const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(s[j]), sc);
-                    sums[j] = p == 0 ? v : _mm512_add_epi32(sums[j], v);
-                }
-                if (P + 1 < n_pairs) store(P + 1);
-                if (p < 3) continue;
-                const __m256 dw = load_8_f16(b + 128), dmw = load_8_f16(b + 144);
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++) {
-                    const __m256i msum = q45_k_min_sum(b, bs + j * (n_in / 16) + ib * 16);
-                    const __m256 da = _mm256_set1_ps(d[j * nb + ib]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])), _mm256_mul_ps(dw, da), acc[j]);
-                    acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[j]);
-                }
-            }
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) store_rows(acc[j], y + (t + j) * n_out, g * 8, n_out);
-        }
-    }
-    _tile_release();
-}
-
-// Q6_K: per 8-row group, 16 tokens and chunk c of 32 elements (sub-blocks 2c and 2c + 1 of 16), the exact int32 sums of
-// (level - 32) x activation by TDPBSSD with K = 16 (B: the sub-block's 4 level vectors of q6_levels less 32, the low
-// halves for 2c and the high ones for 2c + 1), stored side by side [token][sub-block][8 r]; each token adds scale x sum
-// (vpmulld, the int8 scales widened) to its 512-bit sum. That is q6_k_x8's integer, sum of scale x level x activation
-// less 32 times the sum of scale x activation sum (its offset), exactly, so the float operations after it, q6_k_x8's
-// in the same order, give the same bits.
-void gemm_q6_k_amx_tiles(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
-                         int64_t n_out, int64_t g0, int64_t g1) {
-    constexpr int64_t bytes = 1696;
-    load_tile_config(16);
-    const int64_t n_in = a.n_in, nb = n_in / 256, n_chunks = 8 * nb;
-    alignas(64) int32_t isum[2][16][16] = {};  // [chunk parity][token][sub-block h * 8 + row]
-    const size_t x_bytes = size_t((t1 - t0) / 16 * 16 * n_in);
-    uint8_t* scratch = detail::gemm_scratch(x_bytes + size_t(n_chunks) * 256);
-    int8_t* xs = reinterpret_cast<int8_t*>(scratch);
-    uint8_t* levels = scratch + x_bytes;  // the group's B tiles, [chunk][sub-block h][4 vectors][32]
-    copy_tiles(a, t0, t1, xs);
-    // Row r's scale of sub-block 2c (byte 2r of the chunk's 16) in dword r, that of 2c + 1 (byte 2r + 1) in 8 + r.
-    const __m512i scale_order = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t* gp = packed + size_t(g) * group_bytes;
-        for (int64_t c = 0; c < n_chunks; c++) {
-            __m512i lv[4];
-            q6_levels<false, false>(gp + (c / 8) * bytes + 160 + 192 * (c % 8), lv);
-            for (__m512i& v : lv) v = _mm512_sub_epi8(v, _mm512_set1_epi8(32));
-            uint8_t* out = levels + c * 256;
-            _mm512_store_si512(out, _mm512_shuffle_i64x2(lv[0], lv[1], 0x44));
-            _mm512_store_si512(out + 64, _mm512_shuffle_i64x2(lv[2], lv[3], 0x44));
-            _mm512_store_si512(out + 128, _mm512_shuffle_i64x2(lv[0], lv[1], 0xee));
-            _mm512_store_si512(out + 192, _mm512_shuffle_i64x2(lv[2], lv[3], 0xee));
-        }
-        for (int64_t t = t0; t + 16 <= t1; t += 16) {
-            const int8_t* q = xs + (t - t0) * n_in;
-            const float* d = a.d + t * nb;  // token j's super-block scales at d + j * nb
-            auto issue = [&](int64_t c) {
-                const uint8_t* lv = levels + c * 256;
-                const int8_t* a0 = q + c * 512;
-                if (c % 2 == 0)
-                    pair_issue<false, false>(a0, a0 + 16, 32, lv, lv + 128, 32, true);
-                else
-                    pair_issue<true, false>(a0, a0 + 16, 32, lv, lv + 128, 32, true);
-            };
-            auto store = [&](int64_t c) {
-                if (c % 2 == 0)
-                    pair_store<false>(true, isum[0]);
-                else
-                    pair_store<true>(true, isum[1]);
-            };
-            __m256 acc[16];
-            __m512i sums[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) acc[j] = _mm256_setzero_ps();
-            issue(0);
-            store(0);
-            for (int64_t c = 0; c < n_chunks; c++) {
-                if (c + 1 < n_chunks) issue(c + 1);
-                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, c, n_chunks);
-                const int64_t ib = c / 8, k = c % 8;
-                const uint8_t* b = gp + ib * bytes;
-                const __m512i sc = _mm512_permutexvar_epi32(
-                    scale_order, _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(b + 16 * k))));
-                const int32_t(*s)[16] = isum[c % 2];
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++) {
-                    const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(s[j]), sc);
-                    sums[j] = k == 0 ? v : _mm512_add_epi32(sums[j], v);
-                }
-                if (c + 1 < n_chunks) store(c + 1);
-                if (k < 7) continue;
-                const __m256 dw = load_8_f16(b + 128);
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++) {
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(sums[j])),
-                                             _mm256_mul_ps(dw, _mm256_set1_ps(d[j * nb + ib])), acc[j]);
-                }
+            tiles.store(0, true);
+            for (int64_t P = 0; P < n_steps; P++) {
+                if (P + 1 < n_steps) issue(P + 1);
+                if (t == t0 && g + 1 < g1) prefetch_share(gp + group_bytes, group_bytes, P, n_steps);
+                const int64_t ib = P / F::steps, p = P % F::steps;
+                const uint8_t* sb = gp + ib * F::bytes;
+                add_scaled(tiles.result(P), F::scales(sb, p), p == 0, sums);
+                if (P + 1 < n_steps) tiles.store(P + 1, true);
+                if (p == F::steps - 1) F::finish(sb, ib, a.d + t * nb, a.bsums + t * (n_in / 16), n_in, sums, acc);
             }
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) store_rows(acc[j], y + (t + j) * n_out, g * 8, n_out);
@@ -407,17 +376,17 @@ void gemm_q4_0_amx(const uint8_t* packed, size_t group_bytes, const act_view& a,
 
 void gemm_q4_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {
-    gemm_q45_k_amx<false>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+    gemm_kquant_amx<q45_k_steps<false>>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
 }
 
 void gemm_q5_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {
-    gemm_q45_k_amx<true>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+    gemm_kquant_amx<q45_k_steps<true>>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
 }
 
 void gemm_q6_k_amx(const uint8_t* packed, size_t group_bytes, const act_view& a, int64_t t0, int64_t t1, float* y,
                    int64_t n_out, int64_t g0, int64_t g1) {
-    gemm_q6_k_amx_tiles(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
+    gemm_kquant_amx<q6_k_steps>(packed, group_bytes, a, t0, t1, y, n_out, g0, g1);
 }
 
 }  // namespace memtile::cpu::avx512
