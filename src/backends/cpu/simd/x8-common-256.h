@@ -162,8 +162,9 @@ void gemm_x8(const uint8_t* packed, size_t group_bytes, const act_view& a, int64
         // The next PG groups' bytes into L2, a share after each token tile, so that their first tile does not wait on
         // DRAM: the hardware prefetcher has stopped by then, since the tiles in between read only L1 / L2.
         const int64_t n_tiles = (t1 - t0 + NT - 1) / NT;
-        const int64_t next_lines = g + PG < g1 ? int64_t(size_t(PG) * group_bytes / 64) : 0;
-        const char* next = reinterpret_cast<const char*>(packed + size_t(g + PG) * group_bytes);
+        const int64_t next_groups = g + PG < g1 ? (g1 - g - PG < PG ? g1 - g - PG : PG) : 0;
+        const int64_t next_lines = int64_t(size_t(next_groups) * group_bytes / 64);
+        const char* next = next_groups ? reinterpret_cast<const char*>(packed + size_t(g + PG) * group_bytes) : nullptr;
         for (int64_t i = 0; t < t1; t += NT, i++) {
             for (int64_t l = i * next_lines / n_tiles; l < (i + 1) * next_lines / n_tiles; l++)
                 _mm_prefetch(next + 64 * l, _MM_HINT_T1);
