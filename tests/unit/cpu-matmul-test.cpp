@@ -394,7 +394,7 @@ TEST(cpu_isa, scalar_is_always_available_and_names_round_trip) {
 
 TEST(cpu_matmul_paths, decode_load_width_takes_only_known_widths) {
     EXPECT_THROW(set_decode_load_width(128), memtile::error);
-    for (dtype t : {dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
+    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
         set_decode_load_width(512);
         EXPECT_EQ(decode_load_width(t), 512);
         set_decode_load_width(256);
@@ -403,6 +403,7 @@ TEST(cpu_matmul_paths, decode_load_width_takes_only_known_widths) {
         EXPECT_TRUE(decode_load_width(t) == 256 || decode_load_width(t) == 512);
     }
     EXPECT_EQ(decode_load_width(dtype::q5_k), 512);  // measured slower with 256-bit loads (matmul.h)
+    EXPECT_EQ(decode_load_width(dtype::q8_0), 256);  // the 256-bit Q8_0 decode kernel (matmul.h)
 }
 
 TEST(cpu_isa, unsupported_path_cannot_be_forced) {

@@ -485,7 +485,7 @@ void set_decode_load_width(int bits) {
 }
 
 int default_decode_load_width(dtype t) {
-    return cpu_is_amd() && t != dtype::q5_k ? 256 : 512;
+    return t == dtype::q8_0 || (cpu_is_amd() && t != dtype::q5_k) ? 256 : 512;
 }
 
 int decode_load_width(dtype t) {

@@ -136,16 +136,18 @@ int default_decode_streams(dtype t);
 void set_decode_stream_stagger(std::optional<bool> on);
 bool default_decode_stagger(dtype t);
 
-// Width of the weight loads in the AVX-512 decode kernels of the x8 layouts (Q4_0, Q4_K, Q5_K, Q6_K; the Q8_0 decode
-// takes the AVX2 kernel): 512, one load per pair of 32-byte vectors, or 256, two loads joined by vinserti64x4 (one
-// more instruction per 64 bytes). 0: the default of each format, 256 on AMD CPUs except for Q5_K, 512 elsewhere. Why:
-// on session 20's AMD Zen 4 (one core reads ~26-30 GB/s) Q4_K, Q6_K and Q4_0 streamed their weights from DRAM faster
-// with 256-bit loads although they run 7-14 % slower from L2 (in-process A/B, 1 thread, TinyLlama-shaped matrices,
-// staggered streams: Q4_K 26.3 -> 27.7 GB/s, Q6_K 26.1 -> 26.8, Q4_0 24.9 -> 26.2), Q5_K slower (24.7 -> 22.0); a
-// loop doing nothing but 512-bit loads of the Q4_K bytes read at 0.6 of the same loop with 256-bit loads (docs/cpu.md,
-// session 20). Not measured on Intel, which keeps the 512-bit loads. Prefill keeps them everywhere. Results are the
-// same bit for bit either way. The AVX-512 Q8_0 decode (its set's since session 22) follows the same default: on
-// Zen 4 its 512-bit loads ran 4-6 % behind the AVX2 decode, its 256-bit ones 1-5 % ahead.
+// Width of the weight loads in the AVX-512 decode kernels of the x8 layouts (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): 512, one
+// load per pair of 32-byte vectors, or 256, two loads joined by vinserti64x4 (one more instruction per 64 bytes); for
+// Q8_0, 256 selects the kernel that also does its arithmetic on 256-bit vectors (q8_0_x8_decode_256). 0: the default
+// of each format, 256 for Q8_0 and on AMD CPUs for every format but Q5_K, 512 elsewhere. Why: on session 20's AMD Zen
+// 4 (one core reads ~26-30 GB/s) Q4_K, Q6_K and Q4_0 streamed their weights from DRAM faster with 256-bit loads
+// although they run 7-14 % slower from L2 (in-process A/B, 1 thread, TinyLlama-shaped matrices, staggered streams:
+// Q4_K 26.3 -> 27.7 GB/s, Q6_K 26.1 -> 26.8, Q4_0 24.9 -> 26.2), Q5_K slower (24.7 -> 22.0); a loop doing nothing but
+// 512-bit loads of the Q4_K bytes read at 0.6 of the same loop with 256-bit loads (docs/cpu.md, session 20). The
+// AVX-512 Q8_0 decode (its set's since session 22): on Zen 4 its 512-bit loads ran 4-6 % behind the AVX2 decode, its
+// 256-bit ones 1-5 % ahead; on session 41's Intel Xeon the 256-bit kernel decoded 4 % faster than the 512-bit one,
+// whose 512-bit arithmetic lowers the core clock. Prefill keeps the 512-bit loads everywhere. Results are the same
+// bit for bit either way.
 void set_decode_load_width(int bits);
 // The width in force for format t: 256 or 512.
 int decode_load_width(dtype t);

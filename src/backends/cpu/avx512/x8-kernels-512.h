@@ -325,17 +325,17 @@ void q4_0_x8(const uint8_t* const* gp, const act_view& a, const int64_t* tok, fl
         for (int j = 0; j < NT; j++) store_rows(_mm256_add_ps(acc[g][j][0], acc[g][j][1]), y[j], o0[g], n_out);
 }
 
-// Q8_0 (pairs of blocks, 544 bytes; the prefill tiles and their tails: the decode takes the AVX2 kernel, see the
-// top): vpdpbusd of w + 128 (w xor 0x80) against q, less 128 * sum(q) (the block's two activation group sums). One
-// 64-byte load holds vector v of both blocks of a pair (repack.h), so each 256-bit half accumulates its own block's
-// whole dot product and no fold is needed, and the offset, conversion, scale and FMA run once per pair on 512-bit
-// vectors whose low half is the AVX2 q8_0_x8's even-block accumulator and whose high half its odd one: lane for lane
-// the same operations in the same order, so the same bits. An odd last block runs in the low half alone (masked
+// Q8_0 (pairs of blocks, 544 bytes; the prefill tiles and their tails, and the decode where set_decode_load_width asks
+// for 512-bit loads): vpdpbusd of w + 128 (w xor 0x80) against q, less 128 * sum(q) (the block's two activation group
+// sums). One 64-byte load holds vector v of both blocks of a pair (repack.h), so each 256-bit half accumulates its own
+// block's whole dot product and no fold is needed, and the offset, conversion, scale and FMA run once per pair on
+// 512-bit vectors whose low half is the AVX2 q8_0_x8's even-block accumulator and whose high half its odd one: lane for
+// lane the same operations in the same order, so the same bits. An odd last block runs in the low half alone (masked
 // FMA). Against one block per register (each 64-byte load two vectors of a block, then a fold per block and token),
 // session 19, Zen 4, 1 thread, processes alternated 3 times: TinyLlama Q8_0 pp64 95.0-100.6 -> 110.7-113.0 tok/s,
 // Llama-3.2-1B 102.5-103.8 -> 110.0-115.9; the AVX2 decode on the new layout unchanged (in cache 52-54 GB/s per
 // CPU-second either way).
-template <int NT, int G, bool N = false>
+template <int NT, int G>
 void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y, const int64_t* o0,
                    int64_t n_out) {
     constexpr int64_t pair_bytes = 544;
@@ -363,7 +363,7 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
             __m512i x[NT];
             for (int j = 0; j < NT; j++) x[j] = _mm512_permutexvar_epi32(idx, act[j]);
             for (int g = 0; g < G; g++) {
-                const __m512i u = _mm512_xor_si512(load_pair<N>(gp[g] + pair + 32 + 64 * v), flip);
+                const __m512i u = _mm512_xor_si512(load_pair(gp[g] + pair + 32 + 64 * v), flip);
                 for (int j = 0; j < NT; j++) sum[g][j] = _mm512_dpbusd_epi32(sum[g][j], u, x[j]);
             }
         }
@@ -390,6 +390,56 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
                        o0[g], n_out);
 }
 
+// The Q8_0 decode on 256-bit vectors (one token; set_decode_load_width 256, the default for Q8_0): q8_0_x8_pairs'
+// lanes with each 512-bit vector split in its halves, i.e. block 2i's accumulator and block 2i + 1's in registers of
+// their own, each activation quad broadcast from memory; lane for lane the same operations in the same order, so the
+// same bits. Why: 512-bit VNNI / FMA work lowers the core clock on Intel (session 41: a chain of imul beside
+// independent vpdpbusd ran at 3.28-3.36 GHz with zmm and 3.55 with ymm or none), and a core's DRAM read falls with
+// it, although the ymm form has twice the vector instructions. In-process A/B on that Xeon (`bench-decode-prefetch
+// --load-width 512,256`, tg32, 1 thread, medians of 6 rounds): TinyLlama Q8_0 13.98-14.07 -> 14.55-14.67 tok/s,
+// Llama-3.2-1B 11.59-11.60 -> 12.04-12.05.
+template <int G>
+void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y,
+                        const int64_t* o0, int64_t n_out) {
+    constexpr int64_t pair_bytes = 544;
+    const int64_t nb = a.n_in / 32;
+    const auto& [q, d, bs] = token_rows<1>(a, tok, 32);
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
+    auto weights = [&](int g, int64_t at) {
+        return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gp[g] + at)), flip);
+    };
+    // One block's scaled sums into acc: (sum - 128 * its activation sums) * (row scale * activation scale).
+    auto accumulate = [&](__m256* acc, const __m256i* sum, int64_t ib, int64_t scales) {
+        const __m256i bias = _mm256_set1_epi32(128 * (int32_t(bs[0][2 * ib]) + bs[0][2 * ib + 1]));
+        const __m256 da = _mm256_set1_ps(d[0][ib]);
+        for (int g = 0; g < G; g++)
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum[g], bias)),
+                                     _mm256_mul_ps(load_8_f16(gp[g] + scales), da), acc[g]);
+    };
+    __m256 acc[2][G];  // [even / odd block][group], each [8 rows] f32
+    for (int g = 0; g < G; g++) acc[0][g] = acc[1][g] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib += 2) {
+        const bool both = ib + 1 < nb;
+        const int64_t pair = (ib / 2) * pair_bytes;
+        const int8_t* x = q[0] + ib * 32;
+        __m256i sum[2][G];
+        for (int g = 0; g < G; g++) sum[0][g] = sum[1][g] = _mm256_setzero_si256();
+        for (int v = 0; v < 8; v++) {
+            int32_t quad[2];
+            std::memcpy(&quad[0], x + 4 * v, 4);
+            const __m256i x0 = _mm256_set1_epi32(quad[0]);
+            for (int g = 0; g < G; g++) sum[0][g] = _mm256_dpbusd_epi32(sum[0][g], weights(g, pair + 32 + 64 * v), x0);
+            if (!both) continue;
+            std::memcpy(&quad[1], x + 32 + 4 * v, 4);
+            const __m256i x1 = _mm256_set1_epi32(quad[1]);
+            for (int g = 0; g < G; g++) sum[1][g] = _mm256_dpbusd_epi32(sum[1][g], weights(g, pair + 64 + 64 * v), x1);
+        }
+        accumulate(acc[0], sum[0], ib, pair);
+        if (both) accumulate(acc[1], sum[1], ib + 1, pair + 16);
+    }
+    for (int g = 0; g < G; g++) store_rows(_mm256_add_ps(acc[0][g], acc[1][g]), y[0], o0[g], n_out);
+}
+
 // The kernel policy of simd/x8-common-256.h's drivers for format T; N: narrow weight loads (load_pair).
 template <dtype T, bool GF = false, bool N = false>
 struct x8 {
@@ -404,8 +454,10 @@ struct x8 {
             q45_k_x8<T == dtype::q5_k, GF, NT, G, N>(gp, a, tok, y, o0, n);
         else if constexpr (T == dtype::q6_k)
             q6_k_x8<GF, NT, G, N>(gp, a, tok, y, o0, n);
+        else if constexpr (T == dtype::q8_0 && NT == 1 && N)
+            q8_0_x8_decode_256<G>(gp, a, tok, y, o0, n);
         else if constexpr (T == dtype::q8_0)
-            q8_0_x8_pairs<NT, G, N>(gp, a, tok, y, o0, n);
+            q8_0_x8_pairs<NT, G>(gp, a, tok, y, o0, n);
         else
             q4_0_x8<NT, G, N>(gp, a, tok, y, o0, n);
     }
