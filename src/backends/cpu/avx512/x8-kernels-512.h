@@ -394,10 +394,17 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
 // lanes with each 512-bit vector split in its halves, i.e. block 2i's accumulator and block 2i + 1's in registers of
 // their own, each activation quad broadcast from memory; lane for lane the same operations in the same order, so the
 // same bits. Why: 512-bit VNNI / FMA work lowers the core clock on Intel (session 41: a chain of imul beside
-// independent vpdpbusd ran at 3.28-3.36 GHz with zmm and 3.55 with ymm or none), and a core's DRAM read falls with
-// it, although the ymm form has twice the vector instructions. In-process A/B on that Xeon (`bench-decode-prefetch
-// --load-width 512,256`, tg32, 1 thread, medians of 6 rounds): TinyLlama Q8_0 13.98-14.07 -> 14.55-14.67 tok/s,
-// Llama-3.2-1B 11.59-11.60 -> 12.04-12.05.
+// independent vpdpbusd ran at 3.28-3.36 GHz with zmm and 3.55 with ymm or none), although the ymm form has twice the
+// vector instructions. Worth little from DRAM: in-process A/Bs on that Xeon (`bench-decode-prefetch --load-width
+// 512,256`, tg32, medians of 5-8 rounds), 1 thread, TinyLlama Q8_0 +1 to +4 % in five runs (e.g. 14.14 -> 14.32
+// tok/s), Llama-3.2-1B +1 to +4 % in three; 2 threads +1 % / level.
+// The 4 activation bytes at p in every dword.
+__m256i broadcast_quad(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
 template <int G>
 void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y,
                         const int64_t* o0, int64_t n_out) {
@@ -405,39 +412,51 @@ void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64
     const int64_t nb = a.n_in / 32;
     const auto& [q, d, bs] = token_rows<1>(a, tok, 32);
     const __m256i flip = _mm256_set1_epi8(char(0x80));
-    auto weights = [&](int g, int64_t at) {
-        return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gp[g] + at)), flip);
+    // Vector v (8 rows x 4 bytes) of group g's block `half` of the pair at byte `pair`, as w + 128.
+    auto weights = [&](int g, int64_t pair, int v, int half) {
+        return _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gp[g] + pair + 32 + 64 * v + 32 * half)), flip);
     };
-    // One block's scaled sums into acc: (sum - 128 * its activation sums) * (row scale * activation scale).
-    auto accumulate = [&](__m256* acc, const __m256i* sum, int64_t ib, int64_t scales) {
-        const __m256i bias = _mm256_set1_epi32(128 * (int32_t(bs[0][2 * ib]) + bs[0][2 * ib + 1]));
-        const __m256 da = _mm256_set1_ps(d[0][ib]);
-        for (int g = 0; g < G; g++)
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum[g], bias)),
-                                     _mm256_mul_ps(load_8_f16(gp[g] + scales), da), acc[g]);
-    };
-    __m256 acc[2][G];  // [even / odd block][group], each [8 rows] f32
-    for (int g = 0; g < G; g++) acc[0][g] = acc[1][g] = _mm256_setzero_ps();
+    __m256 acc_a[G], acc_b[G];  // even and odd blocks, [8 rows] f32 each
+    for (int g = 0; g < G; g++) acc_a[g] = acc_b[g] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib += 2) {
         const bool both = ib + 1 < nb;
         const int64_t pair = (ib / 2) * pair_bytes;
-        const int8_t* x = q[0] + ib * 32;
-        __m256i sum[2][G];
-        for (int g = 0; g < G; g++) sum[0][g] = sum[1][g] = _mm256_setzero_si256();
-        for (int v = 0; v < 8; v++) {
-            int32_t quad[2];
-            std::memcpy(&quad[0], x + 4 * v, 4);
-            const __m256i x0 = _mm256_set1_epi32(quad[0]);
-            for (int g = 0; g < G; g++) sum[0][g] = _mm256_dpbusd_epi32(sum[0][g], weights(g, pair + 32 + 64 * v), x0);
-            if (!both) continue;
-            std::memcpy(&quad[1], x + 32 + 4 * v, 4);
-            const __m256i x1 = _mm256_set1_epi32(quad[1]);
-            for (int g = 0; g < G; g++) sum[1][g] = _mm256_dpbusd_epi32(sum[1][g], weights(g, pair + 64 + 64 * v), x1);
+        const int8_t* x = q[0] + ib * 32;  // the pair's activations: block ib, then ib + 1
+        __m256i sa[G], sb[G];
+        for (int g = 0; g < G; g++) sa[g] = sb[g] = _mm256_setzero_si256();
+        // Both halves of a group's 64 bytes one after the other, the two blocks in separate loops: two other
+        // arrangements of the same operations (the second block under a test inside one loop; a helper over both)
+        // ran level with the 512-bit kernel (TinyLlama Q8_0, 1 thread, in-process).
+        if (both) {
+            for (int v = 0; v < 8; v++) {
+                const __m256i xa = broadcast_quad(x + 4 * v), xb = broadcast_quad(x + 32 + 4 * v);
+                for (int g = 0; g < G; g++) {
+                    sa[g] = _mm256_dpbusd_epi32(sa[g], weights(g, pair, v, 0), xa);
+                    sb[g] = _mm256_dpbusd_epi32(sb[g], weights(g, pair, v, 1), xb);
+                }
+            }
+        } else {
+            for (int v = 0; v < 8; v++) {
+                const __m256i xa = broadcast_quad(x + 4 * v);
+                for (int g = 0; g < G; g++) sa[g] = _mm256_dpbusd_epi32(sa[g], weights(g, pair, v, 0), xa);
+            }
         }
-        accumulate(acc[0], sum[0], ib, pair);
-        if (both) accumulate(acc[1], sum[1], ib + 1, pair + 16);
+        // (sum - 128 * the block's activation sums) * (row scale * activation scale), into the block's accumulator.
+        const __m256i bias_a = _mm256_set1_epi32(128 * (int32_t(bs[0][2 * ib]) + bs[0][2 * ib + 1]));
+        const __m256 da = _mm256_set1_ps(d[0][ib]);
+        for (int g = 0; g < G; g++)
+            acc_a[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sa[g], bias_a)),
+                                       _mm256_mul_ps(load_8_f16(gp[g] + pair), da), acc_a[g]);
+        if (both) {
+            const __m256i bias_b = _mm256_set1_epi32(128 * (int32_t(bs[0][2 * ib + 2]) + bs[0][2 * ib + 3]));
+            const __m256 db = _mm256_set1_ps(d[0][ib + 1]);
+            for (int g = 0; g < G; g++)
+                acc_b[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sb[g], bias_b)),
+                                           _mm256_mul_ps(load_8_f16(gp[g] + pair + 16), db), acc_b[g]);
+        }
     }
-    for (int g = 0; g < G; g++) store_rows(_mm256_add_ps(acc[0][g], acc[1][g]), y[0], o0[g], n_out);
+    for (int g = 0; g < G; g++) store_rows(_mm256_add_ps(acc_a[g], acc_b[g]), y[0], o0[g], n_out);
 }
 
 // The kernel policy of simd/x8-common-256.h's drivers for format T; N: narrow weight loads (load_pair).
