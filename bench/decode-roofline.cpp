@@ -112,21 +112,27 @@ double process_cpu_seconds() {
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// Clock of the calling thread, GHz: 2^25 dependent integer adds (one per cycle) over its CPU time; 0 off x86-64.
+// Clock of the calling thread, GHz: 2^25 dependent 64-bit multiplies (3 cycles each on Intel and AMD cores since
+// Sandy Bridge / Zen) over its CPU time; 0 off x86-64. Not adds: Golden Cove and later cores fold a chain of
+// add-immediates at rename, several per cycle, which read 16-17 "GHz" on session 41's Xeon (3.55 by the multiplies).
 // Why: on a shared VM the core's clock moves with the host's load, and the decode loops are more compute-bound than
 // a read, so a ratio that falls with the clock points at the clock, not at memory.
 double clock_ghz() {
 #if defined(__x86_64__)
     timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    uint64_t x = 0;
-    for (int i = 0; i < (1 << 22); i++)
+    uint64_t x = 1;
+    const uint64_t m = 3;
+    constexpr int k_iters = 1 << 22, k_per_iter = 8, k_cycles_per_multiply = 3;
+    for (int i = 0; i < k_iters; i++)
         asm volatile(
-            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, "
-            "%0\n\tadd $1, %0"
-            : "+r"(x));
+            "imul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, "
+            "%0\n\timul %1, %0"
+            : "+r"(x)
+            : "r"(m));
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    return double(x) / (double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec)) / 1e9;
+    const double cycles = double(k_iters) * k_per_iter * k_cycles_per_multiply;
+    return cycles / (double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec)) / 1e9;
 #else
     return 0;
 #endif

@@ -60,6 +60,8 @@ for r in new:
     for k in ["clock GHz (slots)", "slot read GB/s", "burst tok/s", "ratio ÷ mean adjacent read", "÷ max adjacent read", "÷ mean adjacent plain read",
               "÷ mean adjacent read, per CPU-second"]:
         med_range(r[k])
+    ghz = med_range(r["clock GHz (slots)"])[0]
+    assert ghz == 0 or 0.2 < ghz < 8, r  # a core clock, not a count of folded adds
     each = [num(v) for v in r["ratio per burst"].split()]
     assert len(each) == 3, r
     med, lo, hi = med_range(r["ratio ÷ mean adjacent read"])
