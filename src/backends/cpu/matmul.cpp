@@ -502,12 +502,16 @@ int default_decode_streams(dtype t) {
     // models, tg48 medians, TinyLlama shapes; docs/cpu.md): on Zen 4, after session 20's staggered runs and 256-bit
     // loads, two streams gave Q4_K_M +4.1-5.6 % and Q5_K_S +3.2-6.0 % at 1 thread (2 threads within that VM's
     // phases); on the device host's Intel Xeon (AVX-512) four gave Q6_K +19-20 % and Q4_K_M / Q5_K_S +8-14 % at 1 and
-    // 4 threads.
+    // 4 threads. Session 41 gave the AVX-512 Q8_0 decode two streams except on AMD: on that Intel Xeon (AVX-512 +
+    // AMX, 2 vCPUs) its 256-bit kernel (the default load width for Q8_0) with two streams against four, in-process,
+    // tg32 medians of 5 rounds: 1 thread TinyLlama Q8_0 14.70 / 14.04 tok/s, Llama-3.2-1B 12.63 / 11.83; 2 threads
+    // 28.67 / 26.78 and 23.68 / 22.83; the 512-bit kernel was level with itself at two and four (13.97 / 14.00,
+    // 11.84 / 11.87), and no other pair reached the 256-bit kernel at two.
     switch (t) {
         case dtype::q4_k:
         case dtype::q5_k:
         case dtype::q6_k: return is_avx512(active_isa()) && cpu_is_amd() ? 2 : 4;
-        case dtype::q8_0:
+        case dtype::q8_0: return is_avx512(active_isa()) && !cpu_is_amd() ? 2 : 4;
         case dtype::q4_0: return 4;
         default: return 2;
     }

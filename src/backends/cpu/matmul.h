@@ -115,11 +115,12 @@ void set_decode_prefetch(int64_t bytes);
 // fewer streams; count 1 or min_distance 0: one). count 4 applies to the x8 layouts; the x32 layouts take at most
 // 2 (their two streams already hold 8 of AVX2's 16 vector registers in accumulators). count 0: the default of
 // each format (default_decode_streams: 4 for the x8 layouts since session 14 but 2 for the AVX-512 Q4_K, Q5_K and Q6_K
-// kernels on AMD, 2 for x32). Why several: on a VM whose DRAM latency held one core to ~14 GB/s, two streams decoded
-// 22-44 % more tokens per second than one at one thread and 22-39 % at two (the hardware prefetcher keeps more lines in
-// flight; at two threads each thread walks inside its chunks, so the distance must be small enough for a chunk: 1 MiB
-// gave two threads 0-13 %, 32 KiB 22-39 %; session 12); on session 9's VM it was neutral at one thread
-// (docs/cpu-log-s7-s11.md). Results are the same bit for bit for every setting.
+// kernels on AMD and for the AVX-512 Q8_0 decode elsewhere (session 41), 2 for x32). Why several: on a VM whose DRAM
+// latency held one core to ~14 GB/s, two streams decoded 22-44 % more tokens per second than one at one thread and
+// 22-39 % at two (the hardware prefetcher keeps more lines in flight; at two threads each thread walks inside its
+// chunks, so the distance must be small enough for a chunk: 1 MiB gave two threads 0-13 %, 32 KiB 22-39 %; session 12);
+// on session 9's VM it was neutral at one thread (docs/cpu-log-s7-s11.md). Results are the same bit for bit for every
+// setting.
 inline constexpr int64_t k_default_decode_stream_distance = 32 * 1024;
 void set_decode_streams(int count, int64_t min_distance = k_default_decode_stream_distance);
 int default_decode_streams(dtype t);
