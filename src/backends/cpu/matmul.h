@@ -146,9 +146,9 @@ bool default_decode_stagger(dtype t);
 // Q4_K 26.3 -> 27.7 GB/s, Q6_K 26.1 -> 26.8, Q4_0 24.9 -> 26.2), Q5_K slower (24.7 -> 22.0); a loop doing nothing but
 // 512-bit loads of the Q4_K bytes read at 0.6 of the same loop with 256-bit loads (docs/cpu.md, session 20). The
 // AVX-512 Q8_0 decode (its set's since session 22): on Zen 4 its 512-bit loads ran 4-6 % behind the AVX2 decode, its
-// 256-bit ones 1-5 % ahead; on session 41's Intel Xeon the 256-bit kernel decoded 4 % faster than the 512-bit one,
-// whose 512-bit arithmetic lowers the core clock. Prefill keeps the 512-bit loads everywhere. Results are the same
-// bit for bit either way.
+// 256-bit ones 1-5 % ahead; on session 41's Intel Xeon the 256-bit kernel (whose arithmetic does not lower the core
+// clock as 512-bit work does) decoded 5-7 % faster with two streams (default_decode_streams), level to +4 % with four.
+// Prefill keeps the 512-bit loads everywhere. Results are the same bit for bit either way.
 void set_decode_load_width(int bits);
 // The width in force for format t: 256 or 512.
 int decode_load_width(dtype t);

@@ -390,14 +390,6 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
                        o0[g], n_out);
 }
 
-// The Q8_0 decode on 256-bit vectors (one token; set_decode_load_width 256, the default for Q8_0): q8_0_x8_pairs'
-// lanes with each 512-bit vector split in its halves, i.e. block 2i's accumulator and block 2i + 1's in registers of
-// their own, each activation quad broadcast from memory; lane for lane the same operations in the same order, so the
-// same bits. Why: 512-bit VNNI / FMA work lowers the core clock on Intel (session 41: a chain of imul beside
-// independent vpdpbusd ran at 3.28-3.36 GHz with zmm and 3.55 with ymm or none), although the ymm form has twice the
-// vector instructions. Worth little from DRAM: in-process A/Bs on that Xeon (`bench-decode-prefetch --load-width
-// 512,256`, tg32, medians of 5-8 rounds), 1 thread, TinyLlama Q8_0 +1 to +4 % in five runs (e.g. 14.14 -> 14.32
-// tok/s), Llama-3.2-1B +1 to +4 % in three; 2 threads +1 % / level.
 // The 4 activation bytes at p in every dword.
 __m256i broadcast_quad(const int8_t* p) {
     int32_t v;
@@ -405,6 +397,15 @@ __m256i broadcast_quad(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// The Q8_0 decode on 256-bit vectors (one token; set_decode_load_width 256, the default for Q8_0): q8_0_x8_pairs'
+// lanes with each 512-bit vector split in its halves, i.e. block 2i's accumulator and block 2i + 1's in registers of
+// their own, each activation quad broadcast from memory; lane for lane the same operations in the same order, so the
+// same bits. Why: 512-bit VNNI / FMA work lowers the core clock on Intel (session 41: a chain of imul beside
+// independent vpdpbusd ran at 3.28-3.36 GHz with zmm and 3.55 with ymm or none), although the ymm form has twice the
+// vector instructions. From DRAM it pays with two group streams (the default for it except on AMD,
+// default_decode_streams): in-process on that Xeon, tg32, medians of 5 rounds, against the 512-bit kernel at four
+// streams, 1 thread TinyLlama Q8_0 14.00 -> 14.70 tok/s, Llama-3.2-1B 11.87 -> 12.63, 2 threads 26.75 -> 28.67 and
+// 23.14 -> 23.68; at four streams it moved between level and +4 % over six runs (docs/cpu.md, session 41).
 template <int G>
 void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64_t* tok, float* const* y,
                         const int64_t* o0, int64_t n_out) {
