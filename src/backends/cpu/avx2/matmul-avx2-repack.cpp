@@ -11,17 +11,12 @@
 namespace memtile::cpu::avx2 {
 namespace {
 
+using simd_x8::bcast_quad;
 using simd_x8::load_8_f16;
 using simd_x8::q45_k_min_sum;
 using simd_x8::q45k_masks;
 using simd_x8::store_rows;
 using simd_x8::token_rows;
-
-__m256i bcast_quad(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 __m256i bcast_16(const uint8_t* p) {
     return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));

@@ -46,6 +46,7 @@ void gemv_x32_bf16(const uint8_t*, size_t, const detail::act_view&, int64_t, flo
 namespace memtile::cpu::avx512 {
 namespace {
 
+using simd_x8::bcast_quad;
 using simd_x8::load_8_f16;
 using simd_x8::q45_k_min_sum;
 using simd_x8::q45k_masks;
@@ -390,13 +391,6 @@ void q8_0_x8_pairs(const uint8_t* const* gp, const act_view& a, const int64_t* t
                        o0[g], n_out);
 }
 
-// The 4 activation bytes at p in every dword.
-__m256i broadcast_quad(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
 // The Q8_0 decode on 256-bit vectors (one token; set_decode_load_width 256, the default for Q8_0): q8_0_x8_pairs'
 // lanes with each 512-bit vector split in its halves, i.e. block 2i's accumulator and block 2i + 1's in registers of
 // their own, each activation quad broadcast from memory; lane for lane the same operations in the same order, so the
@@ -431,7 +425,7 @@ void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64
         // ran level with the 512-bit kernel (TinyLlama Q8_0, 1 thread, in-process).
         if (both) {
             for (int v = 0; v < 8; v++) {
-                const __m256i xa = broadcast_quad(x + 4 * v), xb = broadcast_quad(x + 32 + 4 * v);
+                const __m256i xa = bcast_quad(x + 4 * v), xb = bcast_quad(x + 32 + 4 * v);
                 for (int g = 0; g < G; g++) {
                     sa[g] = _mm256_dpbusd_epi32(sa[g], weights(g, pair, v, 0), xa);
                     sb[g] = _mm256_dpbusd_epi32(sb[g], weights(g, pair, v, 1), xb);
@@ -439,7 +433,7 @@ void q8_0_x8_decode_256(const uint8_t* const* gp, const act_view& a, const int64
             }
         } else {
             for (int v = 0; v < 8; v++) {
-                const __m256i xa = broadcast_quad(x + 4 * v);
+                const __m256i xa = bcast_quad(x + 4 * v);
                 for (int g = 0; g < G; g++) sa[g] = _mm256_dpbusd_epi32(sa[g], weights(g, pair, v, 0), xa);
             }
         }

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/kernels.h"
 
@@ -27,6 +28,13 @@ using detail::act_view;
 
 [[maybe_unused]] __m256 load_8_f16(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The 4 activation bytes at p in every dword (one broadcast load).
+[[maybe_unused]] __m256i bcast_quad(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
 }
 
 // Stores lane r of v to y[o0 + r] for the rows below n_out.
